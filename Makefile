@@ -1,0 +1,59 @@
+# profiler — the two commands a newcomer needs:
+#   make demo   install into .venv, build the bundled workload, record it, report it, write a flame graph
+#   make test   install into .venv and run the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+PROFILER := $(VENV)/bin/profiler
+OUT    ?= out
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test venv fixtures browser-deps lint typecheck bench bench-decode bench-record bench-report clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+fixtures:
+	@$(MAKE) --no-print-directory -C fixtures OUT=$(CURDIR)/$(OUT)/fixtures
+
+# Headless Chromium for the flame graph browser tests (Debian package; Playwright drives it).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium (Debian package) for the browser tests"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+demo: venv fixtures
+	@mkdir -p $(OUT)
+	$(PROFILER) record -g -o $(OUT)/demo.prof -- $(OUT)/fixtures/workloads/shares
+	$(PROFILER) report -i $(OUT)/demo.prof --no-children -g none
+	$(PROFILER) report -i $(OUT)/demo.prof -g caller --percent-limit 5
+	$(PROFILER) flamegraph -i $(OUT)/demo.prof -o $(OUT)/demo-flamegraph.html
+	@echo
+	@echo "flame graph: $(CURDIR)/$(OUT)/demo-flamegraph.html (open it in any browser, offline)"
+
+test: venv browser-deps
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+typecheck: venv
+	$(PY) -m mypy profiler
+
+bench: bench-decode bench-record bench-report
+
+bench-decode: venv
+	$(PY) benchmarks/bench_decode.py
+
+bench-record: venv fixtures
+	$(PY) benchmarks/bench_record.py
+
+bench-report: venv fixtures
+	$(PY) benchmarks/bench_report.py
+
+clean:
+	rm -rf $(VENV) $(OUT) fixtures/build .pytest_cache .mypy_cache
