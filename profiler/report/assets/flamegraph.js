@@ -1,0 +1,282 @@
+// Interactive flame graph drawn on a canvas from the JSON in #fg-data.
+// Data: strings[], frames[] (flat name/dso/kind triples), kinds[], and per node in preorder
+// f (frame), d (depth), v (weight incl. descendants), optional s (samples when v is period).
+(function () {
+  'use strict';
+
+  var ROW = 18;          // row height in CSS pixels
+  var MIN_PX = 0.35;     // narrower frames (and their subtrees) are not drawn
+  var FONT = '12px ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace';
+  var MATCH_COLOR = 'rgb(224, 64, 224)';
+
+  var data = JSON.parse(document.getElementById('fg-data').textContent);
+  var meta = data.meta, strings = data.strings, kinds = data.kinds, frames = data.frames;
+  var F = data.f, D = data.d, V = data.v, S = data.s || data.v;
+  var N = F.length;
+
+  // Layout in weight units: start[i] is the node's left edge; the subtree of i is i..end[i]-1.
+  var parent = new Int32Array(N), start = new Float64Array(N), end = new Int32Array(N);
+  var maxDepth = 0;
+  (function layout() {
+    var lastAt = [], cursor = new Float64Array(N);
+    for (var i = 0; i < N; i++) {
+      var d = D[i];
+      if (d > maxDepth) maxDepth = d;
+      if (d === 0) {
+        parent[i] = -1;
+        start[i] = 0;
+      } else {
+        var p = lastAt[d - 1];
+        parent[i] = p;
+        start[i] = cursor[p];
+        cursor[p] += V[i];
+      }
+      cursor[i] = start[i];
+      lastAt[d] = i;
+      end[i] = i + 1;
+    }
+    for (var j = N - 1; j > 0; j--) {
+      if (end[j] > end[parent[j]]) end[parent[j]] = end[j];
+    }
+  })();
+
+  function nameOf(i) { return strings[frames[3 * F[i]]]; }
+  function dsoOf(i) { return strings[frames[3 * F[i] + 1]]; }
+  function kindOf(i) { return kinds[frames[3 * F[i] + 2]]; }
+
+  // Colours: hue family by kind, exact hue and shade from an FNV-1a hash of the name.
+  function hash(text) {
+    var h = 0x811c9dc5;
+    for (var k = 0; k < text.length; k++) {
+      h ^= text.charCodeAt(k);
+      h = Math.imul(h, 0x01000193) >>> 0;
+    }
+    return h >>> 0;
+  }
+  var colorCache = {};
+  function frameColor(i) {
+    var fi = F[i];
+    var c = colorCache[fi];
+    if (c) return c;
+    var h = hash(nameOf(i)), a = (h & 0xffff) / 0xffff, b = (h >>> 16) / 0xffff;
+    switch (kindOf(i)) {
+      case 'user': c = hsl(8 + 42 * a, 78 + 12 * b, 54 + 10 * b); break;
+      case 'kernel': c = hsl(192 + 32 * a, 58 + 12 * b, 56 + 10 * b); break;
+      case 'jit': c = hsl(92 + 40 * a, 45 + 12 * b, 50 + 10 * b); break;
+      case 'unknown': c = hsl(0, 0, 62 + 14 * a); break;
+      default: c = hsl(262, 16, 72 + 8 * a); break;   // root and process frames
+    }
+    colorCache[fi] = c;
+    return c;
+  }
+  function hsl(h, s, l) {
+    return 'hsl(' + h.toFixed(1) + ', ' + s.toFixed(1) + '%, ' + l.toFixed(1) + '%)';
+  }
+
+  function groupDigits(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ','); }
+  function percent(part, whole) { return whole > 0 ? (100 * part / whole).toFixed(2) + '%' : '0.00%'; }
+
+  var canvas = document.getElementById('fg-canvas');
+  var ctx = canvas.getContext('2d');
+  var tooltip = document.getElementById('fg-tooltip');
+  var details = document.getElementById('fg-details');
+  var resetButton = document.getElementById('fg-reset');
+  var invertBox = document.getElementById('fg-invert');
+  var searchBox = document.getElementById('fg-search');
+  var regexBox = document.getElementById('fg-regex');
+  var matchedLabel = document.getElementById('fg-matched');
+  var defaultDetails = details.textContent;
+
+  var state = { zoom: 0, inverted: false, matched: null, matchedValue: 0, hover: -1 };
+  // What the last draw put on screen (CSS pixels), for hit testing and for tests.
+  var drawnNode = [], drawnX = [], drawnY = [], drawnW = [], drawnDim = [];
+  var charWidth = 7;
+
+  function rowY(depth) { return state.inverted ? depth * ROW : (maxDepth - depth) * ROW; }
+
+  function draw() {
+    var width = Math.max(1, canvas.clientWidth);
+    var height = (maxDepth + 1) * ROW;
+    var ratio = window.devicePixelRatio || 1;
+    canvas.style.height = height + 'px';
+    canvas.width = Math.round(width * ratio);
+    canvas.height = Math.round(height * ratio);
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    ctx.font = FONT;
+    ctx.textBaseline = 'middle';
+    charWidth = ctx.measureText('MMMMMMMMMM').width / 10 || 7;
+    drawnNode = []; drawnX = []; drawnY = []; drawnW = []; drawnDim = [];
+
+    var z = state.zoom, scale = V[z] > 0 ? width / V[z] : 0, origin = start[z];
+    for (var a = parent[z]; a >= 0; a = parent[a]) drawFrame(a, 0, width, true);
+    for (var i = z; i < end[z];) {
+      var w = V[i] * scale;
+      if (w < MIN_PX) { i = end[i]; continue; }
+      drawFrame(i, (start[i] - origin) * scale, w, false);
+      i++;
+    }
+  }
+
+  function drawFrame(i, x, w, dim) {
+    var y = rowY(D[i]);
+    ctx.globalAlpha = dim ? 0.5 : 1;
+    ctx.fillStyle = state.matched && state.matched[i] ? MATCH_COLOR : frameColor(i);
+    ctx.fillRect(x, y, Math.max(w - 0.5, 0.35), ROW - 1);
+    var room = Math.floor((w - 6) / charWidth);
+    if (room >= 3) {
+      var name = nameOf(i);
+      var label = name.length <= room ? name : name.slice(0, room - 2) + '..';
+      ctx.fillStyle = '#000';
+      ctx.fillText(label, x + 3, y + ROW / 2);
+    }
+    ctx.globalAlpha = 1;
+    drawnNode.push(i); drawnX.push(x); drawnY.push(y); drawnW.push(w); drawnDim.push(dim);
+  }
+
+  function hit(clientX, clientY) {
+    var box = canvas.getBoundingClientRect();
+    var x = clientX - box.left, y = clientY - box.top;
+    for (var k = drawnNode.length - 1; k >= 0; k--) {
+      if (y >= drawnY[k] && y < drawnY[k] + ROW && x >= drawnX[k] && x < drawnX[k] + drawnW[k]) {
+        return drawnNode[k];
+      }
+    }
+    return -1;
+  }
+
+  function describe(i) {
+    var total = V[0], lines = [nameOf(i)];
+    var dso = dsoOf(i), kind = kindOf(i);
+    if (dso) lines.push(dso + ' (' + kind + ')');
+    var text = groupDigits(S[i]) + ' samples';
+    if (meta.weight === 'samples') {
+      text += ', ' + percent(V[i], total) + ' of total';
+    } else {
+      text += ', ' + groupDigits(V[i]) + ' ' + meta.unit + ', ' + percent(V[i], total) + ' of total';
+    }
+    if (state.zoom !== 0) text += ', ' + percent(V[i], V[state.zoom]) + ' of zoomed frame';
+    lines.push(text);
+    return lines;
+  }
+
+  function showDetails(i, clientX, clientY) {
+    if (i < 0) {
+      tooltip.hidden = true;
+      details.textContent = defaultDetails;
+      return;
+    }
+    var lines = describe(i);
+    details.textContent = lines.join(' \u2014 ');
+    tooltip.textContent = lines.join('\n');
+    tooltip.hidden = false;
+    var host = tooltip.parentElement.getBoundingClientRect();
+    var left = clientX - host.left + 14, top = clientY - host.top + 14;
+    if (left + tooltip.offsetWidth > host.width) left = Math.max(0, clientX - host.left - tooltip.offsetWidth - 14);
+    tooltip.style.left = left + 'px';
+    tooltip.style.top = top + 'px';
+  }
+
+  function zoomTo(i) {
+    state.zoom = i;
+    resetButton.disabled = i === 0;
+    updateMatchedLabel();
+    draw();
+  }
+
+  function compileSearch() {
+    var text = searchBox.value;
+    searchBox.classList.remove('invalid');
+    if (!text) return null;
+    if (!regexBox.checked) return { test: function (name) { return name.indexOf(text) >= 0; } };
+    try {
+      return new RegExp(text);
+    } catch (e) {
+      searchBox.classList.add('invalid');
+      return undefined;
+    }
+  }
+
+  // Sum of matched weight under node `top`, each sample once: a match's subtree is skipped.
+  function matchedWeight(top) {
+    var sum = 0;
+    for (var i = top; i < end[top];) {
+      if (state.matched[i]) { sum += V[i]; i = end[i]; } else i++;
+    }
+    return sum;
+  }
+
+  function search() {
+    var matcher = compileSearch();
+    if (!matcher) {
+      state.matched = null;
+      matchedLabel.textContent = matcher === undefined ? 'invalid regular expression' : '';
+      draw();
+      return;
+    }
+    var matched = new Uint8Array(N);
+    for (var i = 0; i < N; i++) {
+      if (kindOf(i) !== 'root' && matcher.test(nameOf(i))) matched[i] = 1;
+    }
+    state.matched = matched;
+    updateMatchedLabel();
+    draw();
+  }
+
+  function updateMatchedLabel() {
+    if (!state.matched) return;
+    state.matchedValue = matchedWeight(0);
+    var text = 'Matched: ' + percent(state.matchedValue, V[0]) + ' of total';
+    if (state.zoom !== 0) text += ' (' + percent(matchedWeight(state.zoom), V[state.zoom]) + ' of zoomed frame)';
+    matchedLabel.textContent = text;
+  }
+
+  canvas.addEventListener('mousemove', function (ev) {
+    var i = hit(ev.clientX, ev.clientY);
+    state.hover = i;
+    showDetails(i, ev.clientX, ev.clientY);
+  });
+  canvas.addEventListener('mouseleave', function () { state.hover = -1; showDetails(-1, 0, 0); });
+  canvas.addEventListener('click', function (ev) {
+    var i = hit(ev.clientX, ev.clientY);
+    if (i >= 0) zoomTo(i);
+  });
+  resetButton.addEventListener('click', function () { zoomTo(0); });
+  invertBox.addEventListener('change', function () { state.inverted = invertBox.checked; draw(); });
+  searchBox.addEventListener('input', search);
+  regexBox.addEventListener('change', search);
+  document.addEventListener('keydown', function (ev) {
+    if (ev.key === 'Escape') zoomTo(0);
+  });
+  var pending = false;
+  window.addEventListener('resize', function () {
+    if (pending) return;
+    pending = true;
+    window.requestAnimationFrame(function () { pending = false; draw(); });
+  });
+
+  // A read-only view for tests and benchmarks.
+  window.flamegraph = {
+    meta: meta,
+    drawn: function () {
+      var out = [];
+      for (var k = 0; k < drawnNode.length; k++) {
+        var i = drawnNode[k];
+        out.push({ node: i, name: nameOf(i), dso: dsoOf(i), kind: kindOf(i), depth: D[i],
+                   value: V[i], samples: S[i], x: drawnX[k], y: drawnY[k], w: drawnW[k], h: ROW - 1,
+                   dimmed: drawnDim[k], matched: !!(state.matched && state.matched[i]),
+                   color: state.matched && state.matched[i] ? MATCH_COLOR : frameColor(i) });
+      }
+      return out;
+    },
+    zoom: function () { return state.zoom; },
+    inverted: function () { return state.inverted; },
+    matchedValue: function () { return state.matched ? state.matchedValue : 0; },
+    total: function () { return V[0]; },
+    firstPaintMs: -1
+  };
+
+  draw();
+  window.flamegraph.firstPaintMs = performance.now();
+  document.documentElement.setAttribute('data-fg-ready', '1');
+})();

@@ -1,0 +1,342 @@
+"""Self-contained interactive HTML flame graph.
+
+Two steps, as everywhere in the reporter:
+
+1. :func:`build_flame_tree` merges the stacks into a call tree (identical children merged,
+   siblings sorted by name), drops the nodes narrower than ``min_width`` of the total and
+   flattens what is left into preorder arrays. A pruned node's weight stays counted in its
+   parent, so every kept node's width (and the total) is exact.
+2. :func:`render_flamegraph` writes one HTML file: the template, stylesheet and script from
+   ``profiler/report/assets/`` inlined, and the tree as JSON inside
+   ``<script type="application/json">``. The page makes no network request (its
+   Content-Security-Policy forbids them) and works from ``file://``.
+
+The same input always gives the same bytes, so the output can be a golden file.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Literal, TextIO
+
+from profiler.report.render.model import (
+    Frame,
+    ProfileMeta,
+    StackSample,
+    Weight,
+    period_is_nanoseconds,
+)
+
+#: Default pruning threshold: a frame narrower than 0.05 % of the total is not drawn. At most
+#: 1/0.0005 = 2000 frames fit side by side in one row, far more than pixels on a screen, and it
+#: bounds the file size whatever the capture size.
+DEFAULT_MIN_WIDTH = 0.0005
+
+#: Kinds of the synthetic frames above the stacks.
+ROOT_KIND = "root"
+PROCESS_KIND = "process"
+NODE_KINDS: tuple[str, ...] = (ROOT_KIND, PROCESS_KIND, "user", "kernel", "jit", "unknown")
+
+ROOT_FRAME = Frame(name="all", dso="", kind=ROOT_KIND)
+
+GroupBy = Literal["comm", "pid", "tid", "none"]
+
+
+@dataclass(frozen=True)
+class FlameGraphOptions:
+    """How the flame graph is built.
+
+    weight: widths by ``"samples"`` or by summed ``"period"``.
+    min_width: prune frames narrower than this fraction of the total (0 keeps all).
+    group_by: the level under the root: one frame per command name (``"comm"``), per process
+        (``"pid"``: ``comm-PID``), per thread (``"tid"``: ``comm-PID/TID``), or none.
+    title: the page title; ``None`` uses the capture's title.
+    """
+
+    weight: Weight = "samples"
+    min_width: float = DEFAULT_MIN_WIDTH
+    group_by: GroupBy = "comm"
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class FlameTree:
+    """A pruned call tree flattened in preorder (a node's subtree follows it directly).
+
+    Node ``i`` is frame ``frames[node_frame[i]]`` at depth ``node_depth[i]`` (the root is node
+    0 at depth 0); ``node_value[i]`` is its weight including its descendants and
+    ``node_samples[i]`` its sample count. Siblings are sorted by (name, dso, kind).
+    """
+
+    weight: Weight
+    frames: tuple[Frame, ...]
+    node_frame: tuple[int, ...]
+    node_depth: tuple[int, ...]
+    node_value: tuple[int, ...]
+    node_samples: tuple[int, ...]
+    min_width: float
+    pruned: int  # nodes dropped by min_width (subtrees included)
+
+    @property
+    def total(self) -> int:
+        """The root's weight: the sum over every stack."""
+        return self.node_value[0]
+
+    def num_nodes(self) -> int:
+        """How many nodes were kept."""
+        return len(self.node_frame)
+
+    def get_frame(self, node: int) -> Frame:
+        """The frame of ``node``."""
+        return self.frames[self.node_frame[node]]
+
+    def iter_children(self, node: int) -> Iterable[int]:
+        """The children of ``node``, in drawing order."""
+        depth = self.node_depth[node]
+        for i in range(node + 1, len(self.node_depth)):
+            d = self.node_depth[i]
+            if d <= depth:
+                return
+            if d == depth + 1:
+                yield i
+
+    def self_value(self, node: int) -> int:
+        """Weight of ``node`` not drawn in a child (its own samples plus pruned children)."""
+        return self.node_value[node] - sum(self.node_value[c] for c in self.iter_children(node))
+
+    def find_path(self, *names: str) -> int:
+        """The node reached from the root by following child frames named ``names``, or -1."""
+        node = 0
+        for name in names:
+            node = next((c for c in self.iter_children(node) if self.get_frame(c).name == name), -1)
+            if node < 0:
+                return -1
+        return node
+
+
+class _Trie:
+    """The unpruned tree while stacks are added: flat lists indexed by node id."""
+
+    def __init__(self) -> None:
+        self.frame_ids: dict[Frame, int] = {ROOT_FRAME: 0}
+        self.frames: list[Frame] = [ROOT_FRAME]
+        self.child_of: dict[tuple[int, int], int] = {}
+        self.node_frame: list[int] = [0]
+        self.children: list[list[int]] = [[]]
+        self.value: list[int] = [0]
+        self.samples: list[int] = [0]
+
+    def frame_id(self, frame: Frame) -> int:
+        fid = self.frame_ids.get(frame)
+        if fid is None:
+            fid = self.frame_ids[frame] = len(self.frames)
+            self.frames.append(frame)
+        return fid
+
+    def add(self, path: Iterable[Frame], weight: int, samples: int) -> None:
+        node = 0
+        self.value[0] += weight
+        self.samples[0] += samples
+        for frame in path:
+            key = (node, self.frame_id(frame))
+            child = self.child_of.get(key)
+            if child is None:
+                child = self.child_of[key] = len(self.node_frame)
+                self.node_frame.append(key[1])
+                self.children.append([])
+                self.value.append(0)
+                self.samples.append(0)
+                self.children[node].append(child)
+            self.value[child] += weight
+            self.samples[child] += samples
+            node = child
+
+
+def group_frame(stack: StackSample, group_by: GroupBy) -> Frame | None:
+    """The synthetic frame under the root for ``stack``'s thread, or None."""
+    if group_by == "none":
+        return None
+    comm = stack.comm or "[unknown]"
+    label = {"comm": comm, "pid": f"{comm}-{stack.pid}", "tid": f"{comm}-{stack.pid}/{stack.tid}"}
+    return Frame(name=label[group_by], dso="", kind=PROCESS_KIND)
+
+
+def _build_trie(stacks: Iterable[StackSample], options: FlameGraphOptions) -> _Trie:
+    trie = _Trie()
+    for stack in stacks:
+        weight = stack.weight(options.weight)
+        if weight <= 0:
+            continue
+        top = group_frame(stack, options.group_by)
+        path = stack.frames if top is None else (top, *stack.frames)
+        trie.add(path, weight, stack.samples)
+    return trie
+
+
+def _sort_key(frame: Frame) -> tuple[str, str, str]:
+    return (frame.name, frame.dso, frame.kind)
+
+
+def _flatten(trie: _Trie, options: FlameGraphOptions) -> FlameTree:
+    """Preorder walk keeping nodes at least ``min_width`` of the total wide."""
+    threshold = options.min_width * trie.value[0]
+    frame_index: dict[int, int] = {}
+    frames: list[Frame] = []
+    node_frame: list[int] = []
+    node_depth: list[int] = []
+    node_value: list[int] = []
+    node_samples: list[int] = []
+    pruned = 0
+    todo: list[tuple[int, int]] = [(0, 0)]
+    while todo:
+        node, depth = todo.pop()
+        fid = trie.node_frame[node]
+        if fid not in frame_index:
+            frame_index[fid] = len(frames)
+            frames.append(trie.frames[fid])
+        node_frame.append(frame_index[fid])
+        node_depth.append(depth)
+        node_value.append(trie.value[node])
+        node_samples.append(trie.samples[node])
+        kept: list[int] = []
+        for child in trie.children[node]:
+            if trie.value[child] >= threshold and trie.value[child] > 0:
+                kept.append(child)
+            else:
+                pruned += _subtree_size(trie, child)
+        kept.sort(key=lambda c: _sort_key(trie.frames[trie.node_frame[c]]), reverse=True)
+        todo.extend((child, depth + 1) for child in kept)
+    return FlameTree(
+        weight=options.weight,
+        frames=tuple(frames),
+        node_frame=tuple(node_frame),
+        node_depth=tuple(node_depth),
+        node_value=tuple(node_value),
+        node_samples=tuple(node_samples),
+        min_width=options.min_width,
+        pruned=pruned,
+    )
+
+
+def _subtree_size(trie: _Trie, node: int) -> int:
+    size = 0
+    todo = [node]
+    while todo:
+        size += 1
+        todo.extend(trie.children[todo.pop()])
+    return size
+
+
+def build_flame_tree(
+    stacks: Iterable[StackSample], options: FlameGraphOptions = FlameGraphOptions()
+) -> FlameTree:
+    """Merge ``stacks`` into a call tree, prune it and flatten it in preorder."""
+    if not 0.0 <= options.min_width < 1.0:
+        raise ValueError(f"min_width must be in [0, 1), not {options.min_width}")
+    return _flatten(_build_trie(stacks, options), options)
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
+# Inside <script>, "</script" or "<!--" would end or confuse the element; JSON strings may
+# spell these characters as \u escapes, which JSON.parse reads back unchanged.
+_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def read_asset(name: str) -> str:
+    """The text of one file in ``profiler/report/assets/``."""
+    return resources.files("profiler").joinpath("report", "assets", name).read_text(encoding="utf-8")
+
+
+def weight_unit(weight: Weight, event: str) -> str:
+    """What one unit of width is, for the page's tooltip."""
+    if weight == "samples":
+        return "samples"
+    return "ns" if period_is_nanoseconds(event) else "events"
+
+
+def tree_payload(tree: FlameTree, meta: ProfileMeta, title: str) -> dict[str, object]:
+    """The JSON document the page's script reads: a string table, a frame table of
+    (name, dso, kind) indices, and per-node arrays ``f`` (frame), ``d`` (depth), ``v`` (value)
+    and, when widths are periods, ``s`` (samples)."""
+    strings: dict[str, int] = {}
+
+    def intern(text: str) -> int:
+        return strings.setdefault(text, len(strings))
+
+    frame_table: list[int] = []
+    for frame in tree.frames:
+        kind = NODE_KINDS.index(frame.kind) if frame.kind in NODE_KINDS else NODE_KINDS.index("unknown")
+        frame_table.extend((intern(frame.name), intern(frame.dso), kind))
+    payload: dict[str, object] = {
+        "meta": {
+            "title": title,
+            "command": meta.command,
+            "event": meta.event,
+            "total_samples": meta.total_samples,
+            "total_period": meta.total_period,
+            "has_callchains": meta.has_callchains,
+            "weight": tree.weight,
+            "unit": weight_unit(tree.weight, meta.event),
+            "min_width": tree.min_width,
+            "pruned": tree.pruned,
+        },
+        "kinds": list(NODE_KINDS),
+        "strings": list(strings),
+        "frames": frame_table,
+        "f": list(tree.node_frame),
+        "d": list(tree.node_depth),
+        "v": list(tree.node_value),
+    }
+    if tree.weight != "samples":
+        payload["s"] = list(tree.node_samples)
+    return payload
+
+
+def subtitle(tree: FlameTree, meta: ProfileMeta) -> str:
+    """One line under the title: command, event, sample count, what widths mean."""
+    parts = [
+        f"command: {meta.command}" if meta.command else "",
+        f"event: {meta.event}" if meta.event else "",
+        f"{meta.total_samples:,} samples",
+        "width: period" if tree.weight == "period" else "",
+        "" if meta.has_callchains else "no call chains (one level)",
+    ]
+    return " \u00b7 ".join(p for p in parts if p)
+
+
+def render_flamegraph(
+    tree: FlameTree, meta: ProfileMeta, stream: TextIO, title: str | None = None
+) -> None:
+    """Write the self-contained HTML page for ``tree`` to ``stream``."""
+    page_title = title if title is not None else meta.title
+    data = json.dumps(
+        tree_payload(tree, meta, page_title), separators=(",", ":"), ensure_ascii=True
+    ).translate(_SCRIPT_UNSAFE)
+    values = {
+        "TITLE": html.escape(page_title),
+        "SUBTITLE": html.escape(subtitle(tree, meta)),
+        "CSS": read_asset("flamegraph.css"),
+        "JS": read_asset("flamegraph.js"),
+        "DATA": data,
+    }
+    template = read_asset("flamegraph.html")
+    stream.write(_PLACEHOLDER.sub(lambda m: values[m.group(1)], template))
+
+
+def write_flamegraph(
+    stacks: Iterable[StackSample],
+    meta: ProfileMeta,
+    stream: TextIO,
+    options: FlameGraphOptions = FlameGraphOptions(),
+) -> FlameTree:
+    """Build the tree from ``stacks``, write the page to ``stream`` and return the tree."""
+    tree = build_flame_tree(stacks, options)
+    render_flamegraph(tree, meta, stream, options.title)
+    return tree

@@ -1,0 +1,114 @@
+"""Folded stacks: the interchange format of Brendan Gregg's FlameGraph scripts.
+
+One line per distinct stack, frames joined by ``;`` from the outermost caller to the leaf,
+then a space and the weight::
+
+    shares;_start;__libc_start_main;main;spin 1234
+
+The first frame is the thread's command name (optionally ``comm-PID`` or ``comm-PID/TID``).
+Kernel frames end in ``_[k]`` and JIT frames in ``_[j]``, the annotations flamegraph.pl
+colours by. Building the lines (:func:`fold_stacks`) is separate from writing them
+(:func:`render_folded`), so tests assert on data and the CLI picks the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TextIO
+
+from profiler.report.render.model import UNKNOWN, Frame, StackSample, Weight
+
+KIND_SUFFIX: dict[str, str] = {"kernel": "_[k]", "jit": "_[j]"}
+
+
+@dataclass(frozen=True)
+class FoldedOptions:
+    """How stacks are folded into lines.
+
+    weight: ``"samples"`` counts samples; ``"period"`` sums their periods.
+    include_pid: first frame is ``comm-PID``.
+    include_tid: first frame is ``comm-PID/TID`` (implies the PID).
+    include_comm: put the command name first at all (``False`` starts at the outermost frame).
+    unknown_as_dso: write an unresolved frame as its bracketed DSO (``[libc.so.6]``)
+        instead of ``[unknown]`` when the DSO is known.
+    annotate_kind: append ``_[k]`` to kernel frames and ``_[j]`` to JIT frames.
+    """
+
+    weight: Weight = "samples"
+    include_pid: bool = False
+    include_tid: bool = False
+    include_comm: bool = True
+    unknown_as_dso: bool = False
+    annotate_kind: bool = True
+
+
+def clean_name(name: str) -> str:
+    """Make ``name`` safe inside one folded frame: ``;`` separates frames, so it becomes
+    ``:``; line breaks would split the line, so they become spaces."""
+    return name.replace(";", ":").replace("\r", " ").replace("\n", " ")
+
+
+def frame_label(frame: Frame, options: FoldedOptions) -> str:
+    """The folded text of one frame."""
+    if frame.is_unknown:
+        name = UNKNOWN
+        if options.unknown_as_dso and frame.dso and frame.dso != UNKNOWN:
+            name = frame.dso if frame.dso.startswith("[") else f"[{frame.dso}]"
+    else:
+        name = frame.name
+    label = clean_name(name)
+    if options.annotate_kind:
+        label += KIND_SUFFIX.get(frame.kind, "")
+    return label
+
+
+def thread_label(stack: StackSample, options: FoldedOptions) -> str:
+    """The first frame: the command name (spaces become ``_``, as stackcollapse-perf does),
+    with the pid and tid when asked for."""
+    comm = clean_name(stack.comm).replace(" ", "_") or "[unknown]"
+    if options.include_tid:
+        return f"{comm}-{stack.pid}/{stack.tid}"
+    if options.include_pid:
+        return f"{comm}-{stack.pid}"
+    return comm
+
+
+def fold_stack(stack: StackSample, options: FoldedOptions) -> str:
+    """The folded frames of one stack (without the weight)."""
+    parts = [thread_label(stack, options)] if options.include_comm else []
+    parts.extend(frame_label(frame, options) for frame in stack.frames)
+    return ";".join(parts)
+
+
+def fold_stacks(
+    stacks: Iterable[StackSample], options: FoldedOptions = FoldedOptions()
+) -> list[tuple[str, int]]:
+    """Fold ``stacks`` into ``(line, weight)`` pairs sorted by line.
+
+    Stacks that fold to the same text (same comm, different tids; names that differ only in
+    ``;`` versus ``:``) are merged by adding their weights. Lines of weight 0 are dropped,
+    and so is a stack with no frames at all when the command name is left out.
+    """
+    merged: dict[str, int] = {}
+    for stack in stacks:
+        weight = stack.weight(options.weight)
+        if weight <= 0:
+            continue
+        line = fold_stack(stack, options)
+        if not line:
+            continue
+        merged[line] = merged.get(line, 0) + weight
+    return sorted(merged.items())
+
+
+def render_folded(lines: Iterable[tuple[str, int]], stream: TextIO) -> None:
+    """Write folded ``(line, weight)`` pairs to ``stream``, one ``frames WEIGHT`` per line."""
+    stream.writelines(f"{line} {weight}\n" for line, weight in lines)
+
+
+def write_folded(
+    stacks: Iterable[StackSample], stream: TextIO, options: FoldedOptions = FoldedOptions()
+) -> None:
+    """Fold ``stacks`` and write them to ``stream``."""
+    render_folded(fold_stacks(stacks, options), stream)

@@ -1,0 +1,191 @@
+"""speedscope export (https://www.speedscope.app/file-format-schema.json).
+
+The file holds one frame table shared by all profiles and one ``"sampled"`` profile per
+thread or per process. A sampled profile is a list of stacks (frame indices, root first) with
+one weight each. Without a timeline each distinct stack appears once with its summed weight;
+with a timeline (samples in time order) each sample appears once, in order, so speedscope's
+"Time Order" view shows the run as it happened.
+
+Units: period weights of ``cpu-clock``/``task-clock`` are nanoseconds; other periods (event
+counts) and sample counts are ``"none"``, the schema's unit for plain numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, TextIO
+
+from profiler import __version__
+from profiler.report.render.model import (
+    Frame,
+    ProfileMeta,
+    StackSample,
+    TimelineSample,
+    Weight,
+    period_is_nanoseconds,
+)
+
+SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
+
+ProfilePer = Literal["thread", "process"]
+GroupKey = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SpeedscopeOptions:
+    """How the export is cut and weighted.
+
+    weight: ``"period"`` (time for clock events) or ``"samples"``.
+    per: one profile per ``"thread"`` (pid, tid) or per ``"process"`` (pid).
+    name: the file's name shown by speedscope; ``None`` uses the capture's title.
+    """
+
+    weight: Weight = "period"
+    per: ProfilePer = "thread"
+    name: str | None = None
+
+
+def speedscope_unit(weight: Weight, event: str) -> str:
+    """The schema's ValueUnit for ``weight`` of ``event``."""
+    return "nanoseconds" if weight == "period" and period_is_nanoseconds(event) else "none"
+
+
+def group_key(stack: StackSample, per: ProfilePer) -> GroupKey:
+    """Which profile ``stack`` belongs to."""
+    return (stack.pid, stack.tid) if per == "thread" else (stack.pid,)
+
+
+def _frame_key(frame: Frame) -> tuple[str, str, str]:
+    return (frame.name, frame.dso, frame.kind)
+
+
+class _FrameTable:
+    """speedscope's shared frames, indexed in order of first use."""
+
+    def __init__(self) -> None:
+        self.index: dict[tuple[str, str, str], int] = {}
+        self.entries: list[dict[str, object]] = []
+
+    def indices(self, frames: Sequence[Frame]) -> list[int]:
+        out = []
+        for frame in frames:
+            key = _frame_key(frame)
+            idx = self.index.get(key)
+            if idx is None:
+                idx = self.index[key] = len(self.entries)
+                entry: dict[str, object] = {"name": frame.name}
+                if frame.dso:
+                    entry["file"] = frame.dso
+                self.entries.append(entry)
+            out.append(idx)
+        return out
+
+
+def _group_name(key: GroupKey, stacks: Sequence[StackSample], weight: Weight) -> str:
+    """``comm (pid P, tid T)`` or ``comm (pid P)``. A process is named after its main thread
+    (tid == pid) when sampled, else after its heaviest command name."""
+    if len(key) == 2:
+        return f"{stacks[0].comm} (pid {key[0]}, tid {key[1]})"
+    main = [s.comm for s in stacks if s.tid == s.pid]
+    if main:
+        comm = min(main)
+    else:
+        by_comm: dict[str, int] = {}
+        for s in stacks:
+            by_comm[s.comm] = by_comm.get(s.comm, 0) + s.weight(weight)
+        comm = min(by_comm, key=lambda c: (-by_comm[c], c))
+    return f"{comm} (pid {key[0]})"
+
+
+def _aggregated_samples(
+    stacks: Sequence[StackSample], weight: Weight
+) -> list[tuple[tuple[Frame, ...], int]]:
+    """One (frames, weight) per distinct stack of a group, sorted by frame names."""
+    merged: dict[tuple[Frame, ...], int] = {}
+    for stack in stacks:
+        w = stack.weight(weight)
+        if w > 0:
+            merged[stack.frames] = merged.get(stack.frames, 0) + w
+    return sorted(merged.items(), key=lambda item: [_frame_key(f) for f in item[0]])
+
+
+def _timeline_samples(
+    stacks: Sequence[StackSample], timeline: Iterable[TimelineSample], weight: Weight, per: ProfilePer
+) -> dict[GroupKey, list[tuple[tuple[Frame, ...], int]]]:
+    """Per group, one (frames, weight) per sample in time order."""
+    out: dict[GroupKey, list[tuple[tuple[Frame, ...], int]]] = {}
+    for index, period in timeline:
+        stack = stacks[index]
+        w = period if weight == "period" else 1
+        if w > 0:
+            out.setdefault(group_key(stack, per), []).append((stack.frames, w))
+    return out
+
+
+def build_speedscope(
+    stacks: Sequence[StackSample],
+    meta: ProfileMeta,
+    options: SpeedscopeOptions = SpeedscopeOptions(),
+    timeline: Iterable[TimelineSample] | None = None,
+) -> dict[str, object]:
+    """The speedscope document as plain JSON-ready data.
+
+    ``timeline``, when given, lists every sample in time order as (index into ``stacks``,
+    period); otherwise each distinct stack is one weighted sample.
+    """
+    groups: dict[GroupKey, list[StackSample]] = {}
+    for stack in stacks:
+        groups.setdefault(group_key(stack, options.per), []).append(stack)
+    if timeline is not None:
+        ordered = _timeline_samples(stacks, timeline, options.weight, options.per)
+    else:
+        ordered = {key: _aggregated_samples(members, options.weight) for key, members in groups.items()}
+    table = _FrameTable()
+    unit = speedscope_unit(options.weight, meta.event)
+    profiles: list[dict[str, object]] = []
+    totals: list[int] = []
+    for key in sorted(ordered):
+        samples = ordered[key]
+        if not samples:
+            continue
+        weights = [w for _, w in samples]
+        totals.append(sum(weights))
+        profiles.append(
+            {
+                "type": "sampled",
+                "name": _group_name(key, groups[key], options.weight),
+                "unit": unit,
+                "startValue": 0,
+                "endValue": totals[-1],
+                "samples": [table.indices(frames) for frames, _ in samples],
+                "weights": weights,
+            }
+        )
+    heaviest = max(range(len(totals)), key=lambda i: (totals[i], -i), default=0)
+    return {
+        "$schema": SCHEMA_URL,
+        "shared": {"frames": table.entries},
+        "profiles": profiles,
+        "name": options.name if options.name is not None else meta.title,
+        "activeProfileIndex": heaviest,
+        "exporter": f"profiler {__version__}",
+    }
+
+
+def render_speedscope(document: dict[str, object], stream: TextIO) -> None:
+    """Write a speedscope document to ``stream`` as compact JSON and a newline."""
+    json.dump(document, stream, separators=(",", ":"), ensure_ascii=True)
+    stream.write("\n")
+
+
+def write_speedscope(
+    stacks: Sequence[StackSample],
+    meta: ProfileMeta,
+    stream: TextIO,
+    options: SpeedscopeOptions = SpeedscopeOptions(),
+    timeline: Iterable[TimelineSample] | None = None,
+) -> None:
+    """Build the speedscope document and write it to ``stream``."""
+    render_speedscope(build_speedscope(stacks, meta, options, timeline), stream)
