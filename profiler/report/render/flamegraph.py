@@ -124,36 +124,47 @@ class _Trie:
 
     def __init__(self) -> None:
         self.frame_ids: dict[Frame, int] = {ROOT_FRAME: 0}
+        self.by_identity: dict[int, tuple[Frame, int]] = {}
         self.frames: list[Frame] = [ROOT_FRAME]
-        self.child_of: dict[tuple[int, int], int] = {}
+        self.child_of: dict[int, int] = {}  # (frame id << 32 | parent node) -> child node
         self.node_frame: list[int] = [0]
         self.children: list[list[int]] = [[]]
         self.value: list[int] = [0]
         self.samples: list[int] = [0]
 
     def frame_id(self, frame: Frame) -> int:
+        # Reporters share Frame objects between stacks: look the object up by identity first
+        # (hashing a dataclass is the slow part). The entry keeps the object alive, so its
+        # id cannot be reused by another frame while the trie exists.
+        seen = self.by_identity.get(id(frame))
+        if seen is not None and seen[0] is frame:
+            return seen[1]
         fid = self.frame_ids.get(frame)
         if fid is None:
             fid = self.frame_ids[frame] = len(self.frames)
             self.frames.append(frame)
+        self.by_identity[id(frame)] = (frame, fid)
         return fid
 
     def add(self, path: Iterable[Frame], weight: int, samples: int) -> None:
         node = 0
-        self.value[0] += weight
-        self.samples[0] += samples
+        value, count, child_of, by_identity = self.value, self.samples, self.child_of, self.by_identity
+        value[0] += weight
+        count[0] += samples
         for frame in path:
-            key = (node, self.frame_id(frame))
-            child = self.child_of.get(key)
+            seen = by_identity.get(id(frame))
+            fid = seen[1] if seen is not None and seen[0] is frame else self.frame_id(frame)
+            key = (fid << 32) | node
+            child = child_of.get(key)
             if child is None:
-                child = self.child_of[key] = len(self.node_frame)
-                self.node_frame.append(key[1])
+                child = child_of[key] = len(self.node_frame)
+                self.node_frame.append(fid)
                 self.children.append([])
-                self.value.append(0)
-                self.samples.append(0)
+                value.append(0)
+                count.append(0)
                 self.children[node].append(child)
-            self.value[child] += weight
-            self.samples[child] += samples
+            value[child] += weight
+            count[child] += samples
             node = child
 
 

@@ -43,10 +43,15 @@ class FoldedOptions:
     annotate_kind: bool = True
 
 
+# ";" separates frames; control characters and Unicode line/paragraph separators could split
+# the line for some reader (Python's str.splitlines breaks at \x1c-\x1e and \x85 too).
+_FOLDED_UNSAFE = {c: " " for c in (*range(0x20), 0x7F, 0x85, 0x2028, 0x2029)} | {ord(";"): ":"}
+
+
 def clean_name(name: str) -> str:
-    """Make ``name`` safe inside one folded frame: ``;`` separates frames, so it becomes
-    ``:``; line breaks would split the line, so they become spaces."""
-    return name.replace(";", ":").replace("\r", " ").replace("\n", " ")
+    """Make ``name`` safe inside one folded frame: ``;`` becomes ``:`` and control or
+    line-separator characters become spaces."""
+    return name.translate(_FOLDED_UNSAFE)
 
 
 def frame_label(frame: Frame, options: FoldedOptions) -> str:
