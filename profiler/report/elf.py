@@ -1,0 +1,406 @@
+"""ELF headers, load segments, notes and symbol tables of one file.
+
+pyelftools reads the ELF header, program headers and section headers; the symbol tables
+are read in bulk with ``numpy.frombuffer`` over the section bytes (a Python object per
+symbol would take seconds on a large library). Every failure — not an ELF, a truncated or
+damaged file, an unreadable path — is raised as :class:`ElfError` with one sentence.
+
+Address translation: a sample's ``ip`` in a mapping ``[start, end)`` with file offset
+``pgoff`` lies at file offset ``ip - start + pgoff``; the ``PT_LOAD`` segment whose
+``[p_offset, p_offset + p_filesz)`` holds that offset gives the ELF virtual address
+``offset - p_offset + p_vaddr``. This is right for PIE executables, shared libraries,
+non-PIE executables (where it yields ``ip`` itself) and prelinked libraries alike.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+from elftools.common.exceptions import ELFError as _PyElfError
+from elftools.construct.core import ConstructError as _ConstructError
+from elftools.elf.elffile import ELFFile as _PyElfFile
+
+from profiler.errors import FormatError, ReportError
+from profiler.report.symtab import (
+    RANK_GLOBAL,
+    RANK_LOCAL,
+    RANK_OTHER,
+    RANK_WEAK,
+    U64,
+    U64_MAX,
+    SymbolCandidates,
+    SymbolTable,
+)
+
+
+class ElfError(ReportError):
+    """A file that cannot be used as an ELF object (missing, not ELF, truncated, damaged)."""
+
+
+ELF_MAGIC = b"\x7fELF"
+PF_X, PF_W, PF_R = 1, 2, 4
+SHF_EXECINSTR = 0x4
+SHN_LORESERVE = 0xFF00
+NT_GNU_BUILD_ID = 3
+STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC = 0, 2, 10
+STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
+
+_PARSE_ERRORS = (_PyElfError, _ConstructError, struct.error, ValueError, IndexError, KeyError, TypeError)
+
+
+@dataclass(frozen=True)
+class LoadSegment:
+    """One ``PT_LOAD`` program header (field names from the ELF specification)."""
+
+    p_vaddr: int
+    p_offset: int
+    p_filesz: int
+    p_memsz: int
+    p_flags: int
+
+    @property
+    def executable(self) -> bool:
+        return bool(self.p_flags & PF_X)
+
+
+@dataclass(frozen=True)
+class SectionHeader:
+    """The fields of one section header this module uses."""
+
+    index: int
+    name: str
+    sh_type: str
+    sh_flags: int
+    sh_addr: int
+    sh_offset: int
+    sh_size: int
+    sh_link: int
+    sh_entsize: int
+    sh_addralign: int
+
+    @property
+    def has_file_data(self) -> bool:
+        return self.sh_type != "SHT_NOBITS" and self.sh_size > 0
+
+
+@dataclass(frozen=True)
+class ElfLayout:
+    """What address translation needs from a runtime ELF, packable for the archive."""
+
+    build_id: str | None
+    e_type: str
+    machine: str
+    load_segments: tuple[LoadSegment, ...]
+
+    def file_offset_to_vaddr(self, offset: int) -> int | None:
+        """The virtual address of file ``offset``, or None when no ``PT_LOAD`` maps it."""
+        for seg in self.load_segments:
+            if seg.p_offset <= offset < seg.p_offset + seg.p_filesz:
+                return offset - seg.p_offset + seg.p_vaddr
+        return None
+
+    def ip_to_vaddr(self, ip: int, start: int, pgoff: int) -> int | None:
+        """The virtual address of runtime ``ip`` in a mapping at ``start`` with ``pgoff``."""
+        return self.file_offset_to_vaddr(ip - start + pgoff)
+
+    def file_offsets_to_vaddrs(self, offsets: npt.ArrayLike) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+        """Vectorised :meth:`file_offset_to_vaddr`: (vaddrs, found mask); 0 where not found."""
+        offs = np.asarray(offsets).astype(np.uint64)
+        out = np.zeros(offs.shape, U64)
+        found = np.zeros(offs.shape, np.bool_)
+        with np.errstate(over="ignore"):
+            for seg in self.load_segments:
+                lo = np.uint64(seg.p_offset)
+                inside = ~found & (offs >= lo) & (offs < lo + np.uint64(seg.p_filesz))
+                out[inside] = offs[inside] - lo + np.uint64(seg.p_vaddr)
+                found |= inside
+        return out, found
+
+    def to_packed(self) -> dict[str, Any]:
+        """Plain data for msgpack."""
+        return {
+            "build_id": self.build_id,
+            "e_type": self.e_type,
+            "machine": self.machine,
+            "segments": [[s.p_vaddr, s.p_offset, s.p_filesz, s.p_memsz, s.p_flags] for s in self.load_segments],
+        }
+
+    @classmethod
+    def from_packed(cls, packed: Mapping[str, Any]) -> ElfLayout:
+        """Inverse of :meth:`to_packed`; damaged data raises :class:`FormatError`."""
+        try:
+            segments = tuple(LoadSegment(*(int(v) for v in row)) for row in packed["segments"])
+            build_id = packed["build_id"]
+            return cls(
+                build_id=None if build_id is None else str(build_id),
+                e_type=str(packed["e_type"]),
+                machine=str(packed["machine"]),
+                load_segments=segments,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(f"packed ELF layout is damaged ({exc})") from exc
+
+
+class ElfFile:
+    """An ELF file's headers, read once; symbol tables read on demand.
+
+    Attributes: ``path``, ``elfclass`` (32/64), ``little_endian``, ``e_type``
+    (``"ET_EXEC"``, ``"ET_DYN"``, ...), ``machine`` (``"EM_X86_64"``, ...), ``build_id``
+    (lowercase hex or None), ``load_segments``, ``sections``, ``debuglink`` (``(name,
+    crc)`` or None), ``layout`` (an :class:`ElfLayout`).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        try:
+            with open(self.path, "rb") as stream:
+                self.file_size = os.fstat(stream.fileno()).st_size
+                if stream.read(4) != ELF_MAGIC:
+                    raise ElfError(f"{self.path} is not an ELF file")
+                stream.seek(0)
+                self._read_headers(_PyElfFile(stream), stream)
+        except OSError as exc:
+            raise ElfError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        except _PARSE_ERRORS as exc:
+            raise ElfError(f"{self.path} is a truncated or damaged ELF file ({exc})") from exc
+
+    def _read_headers(self, elf: _PyElfFile, stream: IO[bytes]) -> None:
+        self.elfclass: int = elf.elfclass
+        self.little_endian: bool = elf.little_endian
+        header = elf.header
+        self.e_type: str = str(header["e_type"])
+        self.machine: str = str(header["e_machine"])
+        segments = [seg.header for seg in elf.iter_segments()]
+        self.load_segments = tuple(
+            LoadSegment(int(h["p_vaddr"]), int(h["p_offset"]), int(h["p_filesz"]), int(h["p_memsz"]), int(h["p_flags"]))
+            for h in segments
+            if h["p_type"] == "PT_LOAD"
+        )
+        self.sections = tuple(_section_header(i, sec) for i, sec in enumerate(elf.iter_sections()))
+        self.build_id = self._find_build_id(stream, segments)
+        self.debuglink = self._find_debuglink(stream)
+        self.layout = ElfLayout(self.build_id, self.e_type, self.machine, self.load_segments)
+
+    # --- public helpers -------------------------------------------------------------
+
+    def file_offset_to_vaddr(self, offset: int) -> int | None:
+        """See :meth:`ElfLayout.file_offset_to_vaddr`."""
+        return self.layout.file_offset_to_vaddr(offset)
+
+    def section(self, name: str) -> SectionHeader | None:
+        """The first section called ``name``."""
+        return next((s for s in self.sections if s.name == name), None)
+
+    def section_by_type(self, sh_type: str) -> SectionHeader | None:
+        """The first section of type ``sh_type`` (e.g. ``"SHT_SYMTAB"``)."""
+        return next((s for s in self.sections if s.sh_type == sh_type), None)
+
+    @property
+    def has_symtab(self) -> bool:
+        """True when a ``.symtab`` with at least one entry beyond the null symbol exists."""
+        sec = self.section_by_type("SHT_SYMTAB")
+        return sec is not None and sec.sh_size > self._sym_dtype().itemsize
+
+    def read_section(self, sec: SectionHeader) -> bytes:
+        """The section's bytes, checked against the file size (never trusting sh_size)."""
+        if not sec.has_file_data:
+            return b""
+        if sec.sh_offset + sec.sh_size > self.file_size:
+            raise ElfError(f"{self.path} is truncated: section {sec.name or sec.index} runs past the end of the file")
+        return self._read(sec.sh_offset, sec.sh_size)
+
+    def _read(self, offset: int, size: int) -> bytes:
+        try:
+            with open(self.path, "rb") as stream:
+                stream.seek(offset)
+                data = stream.read(size)
+        except OSError as exc:
+            raise ElfError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        if len(data) != size:
+            raise ElfError(f"{self.path} is truncated (it changed while being read?)")
+        return data
+
+    # --- notes and debuglink -------------------------------------------------------
+
+    def _find_build_id(self, stream: IO[bytes], segments: Sequence[Any]) -> str | None:
+        """``NT_GNU_BUILD_ID`` from ``SHT_NOTE`` sections, else from ``PT_NOTE`` segments."""
+        regions = [(s.sh_offset, s.sh_size, s.sh_addralign) for s in self.sections if s.sh_type == "SHT_NOTE"]
+        if not regions:
+            regions = [(int(h["p_offset"]), int(h["p_filesz"]), int(h["p_align"])) for h in segments if h["p_type"] == "PT_NOTE"]
+        for offset, size, align in regions:
+            if size <= 0 or offset + size > self.file_size:
+                continue
+            stream.seek(offset)
+            found = parse_build_id_note(stream.read(size), self.little_endian, align)
+            if found is not None:
+                return found
+        return None
+
+    def _find_debuglink(self, stream: IO[bytes]) -> tuple[str, int] | None:
+        """``.gnu_debuglink``: a NUL-terminated file name, padding to 4, then a CRC-32."""
+        sec = self.section(".gnu_debuglink")
+        if sec is None or not sec.has_file_data or sec.sh_offset + sec.sh_size > self.file_size:
+            return None
+        stream.seek(sec.sh_offset)
+        data = stream.read(sec.sh_size)
+        end = data.find(b"\0")
+        crc_at = (end + 4) & ~3
+        if end <= 0 or crc_at + 4 > len(data):
+            return None
+        (crc,) = struct.unpack_from("<I" if self.little_endian else ">I", data, crc_at)
+        return data[:end].decode("utf-8", "surrogateescape"), crc
+
+    # --- symbols ---------------------------------------------------------------------
+
+    def _sym_dtype(self) -> np.dtype[Any]:
+        return symbol_dtype(self.elfclass, self.little_endian)
+
+    def symbol_candidates(self, include_plt: bool = True) -> SymbolCandidates:
+        """Function symbols of ``.symtab`` (else ``.dynsym``), plus synthesized ``@plt`` ones."""
+        sec = self.section_by_type("SHT_SYMTAB") if self.has_symtab else None
+        sec = sec or self.section_by_type("SHT_DYNSYM")
+        parts = [] if sec is None else [self._function_symbols(sec)]
+        if include_plt:
+            parts.append(self.plt_candidates())
+        return SymbolCandidates.concat(parts)
+
+    def symbol_table(self, include_plt: bool = True) -> SymbolTable:
+        """The function symbol table (see :mod:`profiler.report.symtab` for the rules)."""
+        return SymbolTable.build(self.symbol_candidates(include_plt))
+
+    def _symbols_and_strings(self, sec: SectionHeader) -> tuple[npt.NDArray[Any], bytes]:
+        dtype = self._sym_dtype()
+        if sec.sh_entsize not in (0, dtype.itemsize):
+            raise ElfError(f"{self.path} is damaged: symbol entry size {sec.sh_entsize} in {sec.name}")
+        if not 0 <= sec.sh_link < len(self.sections):
+            raise ElfError(f"{self.path} is damaged: {sec.name} links to no string table")
+        data = self.read_section(sec)
+        count = len(data) // dtype.itemsize
+        syms = np.frombuffer(data, dtype=dtype, count=count)
+        return syms, self.read_section(self.sections[sec.sh_link])
+
+    def _function_symbols(self, sec: SectionHeader) -> SymbolCandidates:
+        """Bulk-read ``sec``; keep STT_FUNC / STT_GNU_IFUNC, and named STT_NOTYPE in code."""
+        syms, strtab = self._symbols_and_strings(sec)
+        if syms.shape[0] == 0 or not strtab:
+            return SymbolCandidates.from_names([], [], [])
+        info = syms["st_info"]
+        stype, bind = info & 0xF, info >> 4
+        shndx = syms["st_shndx"].astype(np.int64)
+        name_off = syms["st_name"].astype(np.int64)
+        sec_ok = (shndx > 0) & (shndx < min(len(self.sections), SHN_LORESERVE)) & (name_off < len(strtab))
+        safe_shndx = np.where(sec_ok, shndx, 0)
+        exec_flags = np.array([bool(s.sh_flags & SHF_EXECINSTR) for s in self.sections], np.bool_)
+        strbytes = np.frombuffer(strtab, np.uint8)
+        first_char = strbytes[np.where(sec_ok, name_off, 0)]
+        named = (first_char != 0) & (first_char != ord("$"))
+        is_func = (stype == STT_FUNC) | (stype == STT_GNU_IFUNC)
+        is_label = (stype == STT_NOTYPE) & exec_flags[safe_shndx]
+        keep = sec_ok & named & (is_func | is_label)
+        rank = np.full(syms.shape[0], RANK_OTHER, np.uint8)
+        rank[bind == STB_GLOBAL] = RANK_GLOBAL
+        rank[bind == STB_WEAK] = RANK_WEAK
+        rank[bind == STB_LOCAL] = RANK_LOCAL
+        sec_end = np.array([s.sh_addr + s.sh_size for s in self.sections], dtype=U64)
+        return SymbolCandidates(
+            starts=syms["st_value"][keep].astype(U64),
+            sizes=syms["st_size"][keep].astype(U64),
+            name_off=name_off[keep],
+            strtab=strtab,
+            rank=rank[keep],
+            limit=sec_end[safe_shndx[keep]],
+        )
+
+    def plt_candidates(self) -> SymbolCandidates:
+        """Synthesized ``name@plt`` symbols for ``.plt``, ``.plt.sec`` and ``.plt.got``."""
+        from profiler.report.plt import plt_symbols
+
+        entries = plt_symbols(self)
+        names = [name + b"@plt" for _, _, name in entries]
+        return SymbolCandidates.from_names(
+            [a for a, _, _ in entries], [s for _, s, _ in entries], names
+        )
+
+    def dynamic_symbol_names(self) -> tuple[npt.NDArray[Any], bytes] | None:
+        """``.dynsym`` entries and ``.dynstr`` bytes (for relocation symbol names)."""
+        sec = self.section_by_type("SHT_DYNSYM")
+        return None if sec is None else self._symbols_and_strings(sec)
+
+
+def symbol_dtype(elfclass: int, little_endian: bool) -> np.dtype[Any]:
+    """numpy dtype of ``Elf32_Sym`` / ``Elf64_Sym`` in the file's byte order (elf.h layout)."""
+    order = "<" if little_endian else ">"
+    if elfclass == 64:
+        fields = [("st_name", "u4"), ("st_info", "u1"), ("st_other", "u1"), ("st_shndx", "u2"),
+                  ("st_value", "u8"), ("st_size", "u8")]
+    else:
+        fields = [("st_name", "u4"), ("st_value", "u4"), ("st_size", "u4"), ("st_info", "u1"),
+                  ("st_other", "u1"), ("st_shndx", "u2")]
+    return np.dtype([(name, order + code) for name, code in fields])
+
+
+def parse_build_id_note(data: bytes, little_endian: bool, align: int = 4) -> str | None:
+    """The ``NT_GNU_BUILD_ID`` descriptor (owner ``"GNU"``) in a note region, as hex.
+
+    Each note is ``namesz, descsz, type`` (u32) followed by the name and the descriptor,
+    each padded to the region's alignment (4, or 8 for 8-aligned note sections).
+    """
+    step = 8 if align == 8 else 4
+    fmt = "<3I" if little_endian else ">3I"
+    pos = 0
+    while pos + 12 <= len(data):
+        namesz, descsz, ntype = struct.unpack_from(fmt, data, pos)
+        name_at = pos + 12
+        desc_at = name_at + _round_up(namesz, step)
+        end = desc_at + _round_up(descsz, step)
+        if end > len(data) or namesz > len(data) or descsz > len(data):
+            return None
+        if ntype == NT_GNU_BUILD_ID and data[name_at : name_at + namesz] == b"GNU\0" and descsz > 0:
+            return data[desc_at : desc_at + descsz].hex()
+        pos = end
+    return None
+
+
+def read_build_id(path: str | os.PathLike[str]) -> str | None:
+    """The file's GNU build-id as lowercase hex, None if it has none; ElfError if not ELF."""
+    return ElfFile(path).build_id
+
+
+def _round_up(value: int, step: int) -> int:
+    return (value + step - 1) // step * step
+
+
+def _section_header(index: int, sec: Any) -> SectionHeader:
+    h = sec.header
+    return SectionHeader(
+        index=index,
+        name=str(sec.name),
+        sh_type=str(h["sh_type"]),
+        sh_flags=int(h["sh_flags"]),
+        sh_addr=int(h["sh_addr"]),
+        sh_offset=int(h["sh_offset"]),
+        sh_size=int(h["sh_size"]),
+        sh_link=int(h["sh_link"]),
+        sh_entsize=int(h["sh_entsize"]),
+        sh_addralign=int(h["sh_addralign"]),
+    )
+
+
+__all__ = [
+    "ElfError",
+    "ElfFile",
+    "ElfLayout",
+    "LoadSegment",
+    "SectionHeader",
+    "U64_MAX",
+    "parse_build_id_note",
+    "read_build_id",
+    "symbol_dtype",
+]
