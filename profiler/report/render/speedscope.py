@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TextIO
+from typing import Any, Literal, TextIO
 
 from profiler import __version__
 from profiler.report.render.model import (
@@ -129,7 +129,7 @@ def build_speedscope(
     meta: ProfileMeta,
     options: SpeedscopeOptions = SpeedscopeOptions(),
     timeline: Iterable[TimelineSample] | None = None,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """The speedscope document as plain JSON-ready data.
 
     ``timeline``, when given, lists every sample in time order as (index into ``stacks``,
@@ -174,7 +174,7 @@ def build_speedscope(
     }
 
 
-def render_speedscope(document: dict[str, object], stream: TextIO) -> None:
+def render_speedscope(document: dict[str, Any], stream: TextIO) -> None:
     """Write a speedscope document to ``stream`` as compact JSON and a newline."""
     json.dump(document, stream, separators=(",", ":"), ensure_ascii=True)
     stream.write("\n")
