@@ -1,0 +1,476 @@
+"""The capture container: file header, self-delimiting checksummed frames, trailer.
+
+Layout (all container integers little endian; docs/format.md is the prose spec)::
+
+    file header   magic "\\x7fPROFCAP" (8) | u16 major | u16 minor | u32 header_len | u32 crc32
+                  | msgpack header (header_len bytes) | zero padding to a multiple of 8
+    frame         u8 kind | u8 flags | u16 cpu | u32 length | u32 seq | u32 crc32
+                  | payload (length bytes) | zero padding to a multiple of 8
+    ...
+    trailer       a frame of kind TRAILER: the clean end
+
+The writer writes each frame with one ``writev`` so that a reader sees a valid file at every
+frame boundary, whatever happens to the writer afterwards (SIGKILL, power loss of the process).
+The reader yields every complete frame whose checksum matches and stops at the first damaged
+or incomplete one, recording a warning that says how many bytes it skipped.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import socket
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from profiler import __version__
+from profiler.errors import (
+    DiskFullError,
+    FormatError,
+    NotACaptureError,
+    ProfilerError,
+    VersionError,
+)
+
+MAGIC = b"\x7fPROFCAP"
+FORMAT_MAJOR = 1
+FORMAT_MINOR = 0
+
+_FILE_HEAD = struct.Struct("<8sHHII")  # magic, major, minor, header_len, crc32
+_FRAME_HEAD = struct.Struct("<BBHIII")  # kind, flags, cpu, length, seq, crc32
+FRAME_HEADER_SIZE = _FRAME_HEAD.size  # 16
+
+# Frame kinds.
+FRAME_RAW = 1  # raw ring-buffer bytes exactly as the kernel wrote them; ``cpu`` says whose
+FRAME_SYNTH = 2  # records synthesized by the recorder (same encoding as the kernel's)
+FRAME_ROUND = 3  # round marker: the recorder finished one pass over every ring buffer
+FRAME_META = 4  # msgpack {"kind": str, "data": {...}}
+FRAME_TRAILER = 5  # msgpack statistics; marks a clean end
+FRAME_NAMES = {
+    FRAME_RAW: "raw",
+    FRAME_SYNTH: "synth",
+    FRAME_ROUND: "round",
+    FRAME_META: "meta",
+    FRAME_TRAILER: "trailer",
+}
+NO_CPU = 0xFFFF
+
+MAX_HEADER_SIZE = 64 << 20
+MAX_FRAME_SIZE = 1 << 30  # a frame claiming more is damage, never an allocation
+
+PERF_DATA_MAGICS = (b"PERFILE2", b"2ELIFREP", b"PERFFILE")
+
+
+def _pad8(n: int) -> int:
+    return -n % 8
+
+
+def _packb(obj: Any) -> bytes:
+    data: bytes = msgpack.packb(obj, use_bin_type=True)
+    return data
+
+
+def _unpackb(data: bytes | memoryview, what: str) -> Any:
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise FormatError(f"the {what} is not valid msgpack ({exc}).") from None
+
+
+# --- writer -----------------------------------------------------------------------------------
+
+
+class CaptureWriter:
+    """Streams frames into a new capture file (mode 0600).
+
+    Each ``write_*`` call appends exactly one whole frame with a single ``writev``. If the disk
+    fills up mid-frame the file is cut back to the last whole frame and ``DiskFullError`` is
+    raised: everything written before stays readable.
+    """
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self._fd = fd
+        self.path = path
+        self.bytes_written = 0
+        self.frames_written = 0
+        self._seq = 0
+        self.closed = False
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], header: dict[str, Any]) -> CaptureWriter:
+        target = Path(path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        try:
+            fd = os.open(target, flags, 0o600)
+            os.fchmod(fd, 0o600)
+        except OSError as exc:
+            raise ProfilerError(f"cannot write the capture {target}: {exc.strerror}.") from None
+        writer = cls(fd, target)
+        try:
+            writer._write_file_header(header)
+        except BaseException:
+            writer.abort()
+            raise
+        return writer
+
+    def _write_file_header(self, header: dict[str, Any]) -> None:
+        full = dict(header)
+        full["format_version"] = [FORMAT_MAJOR, FORMAT_MINOR]
+        full.setdefault("tool_version", __version__)
+        full.setdefault("hostname", socket.gethostname())
+        body = _packb(full)
+        head = _FILE_HEAD.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, len(body), zlib.crc32(body))
+        self._write_all([head, body, b"\0" * _pad8(len(head) + len(body))])
+
+    def _write_all(self, parts: list[bytes | memoryview]) -> None:
+        """Write ``parts`` completely or cut the file back to where it was and raise."""
+        start = self.bytes_written
+        pending = [memoryview(p).cast("B") for p in parts if len(p)]
+        try:
+            while pending:
+                n = os.writev(self._fd, pending)
+                self.bytes_written += n
+                while pending and n >= len(pending[0]):
+                    n -= len(pending[0])
+                    pending.pop(0)
+                if pending and n:
+                    pending[0] = pending[0][n:]
+        except OSError as exc:
+            self._cut_back(start)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError(
+                    f"the disk is full: stopped writing {self.path}; "
+                    f"the {start} bytes written before are intact."
+                ) from None
+            raise ProfilerError(f"cannot write {self.path}: {exc.strerror}.") from None
+
+    def _cut_back(self, offset: int) -> None:
+        try:
+            os.ftruncate(self._fd, offset)
+            os.lseek(self._fd, offset, os.SEEK_SET)
+        except OSError:
+            pass
+        self.bytes_written = offset
+
+    def _frame(self, kind: int, cpu: int, chunks: tuple[bytes | memoryview, ...]) -> None:
+        if self.closed:
+            raise ProfilerError(f"internal error: write to the closed capture {self.path}.")
+        length = sum(len(c) for c in chunks)
+        if length > MAX_FRAME_SIZE:
+            raise ValueError(f"frame of {length} bytes exceeds the format's limit")
+        seq = self._seq
+        prefix = struct.pack("<BBHII", kind, 0, cpu, length, seq)
+        crc = zlib.crc32(prefix)
+        for chunk in chunks:
+            crc = zlib.crc32(chunk, crc)
+        head = prefix + struct.pack("<I", crc)
+        self._write_all([head, *chunks, b"\0" * _pad8(length)])
+        self._seq += 1
+        self.frames_written += 1
+
+    def write_raw(self, cpu: int, *chunks: bytes | memoryview) -> None:
+        """One frame of whole kernel records copied from the ring buffer of ``cpu``."""
+        self._frame(FRAME_RAW, cpu, chunks)
+
+    def write_synth(self, data: bytes) -> None:
+        """One frame of records the recorder synthesized (kernel encoding)."""
+        self._frame(FRAME_SYNTH, NO_CPU, (data,))
+
+    def write_round(self) -> None:
+        self._frame(FRAME_ROUND, NO_CPU, ())
+
+    def write_meta(self, kind: str, payload: dict[str, Any]) -> None:
+        self._frame(FRAME_META, NO_CPU, (_packb({"kind": kind, "data": payload}),))
+
+    def close(self, stats: dict[str, Any] | None = None) -> None:
+        """Write the trailer (the clean-end mark) and close the file."""
+        if self.closed:
+            return
+        try:
+            self._frame(FRAME_TRAILER, NO_CPU, (_packb(stats or {}),))
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Close without a trailer (the file stays readable up to its last frame)."""
+        if not self.closed:
+            self.closed = True
+            os.close(self._fd)
+
+    def __enter__(self) -> CaptureWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.abort()
+
+
+# --- reader -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Frame:
+    kind: int
+    cpu: int
+    seq: int
+    offset: int  # file offset of the frame header
+    payload: memoryview
+
+    @property
+    def kind_name(self) -> str:
+        return FRAME_NAMES.get(self.kind, f"kind{self.kind}")
+
+    def meta(self) -> tuple[str, dict[str, Any]]:
+        """(kind, data) of a META frame."""
+        obj = _unpackb(self.payload, "metadata frame")
+        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+            raise FormatError("a metadata frame lacks its kind.")
+        data = obj.get("data")
+        return obj["kind"], data if isinstance(data, dict) else {}
+
+
+@dataclass
+class ScanResult:
+    frames: list[Frame] = field(default_factory=list)
+    clean_end: bool = False
+    trailer: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    data_end: int = 0  # offset just past the last good frame
+
+
+def describe_foreign(head: bytes) -> str:
+    """A few words on what a non-capture file looks like."""
+    if not head:
+        return "it is empty"
+    if head[:8] in PERF_DATA_MAGICS:
+        return "it is a perf.data file from `perf record`; record with `profiler record` instead"
+    if head[:4] == b"\x7fELF":
+        return "it is an ELF binary"
+    if head[:2] == b"\x1f\x8b":
+        return "it is gzip-compressed"
+    if head[:7] == MAGIC[:7]:
+        return "its magic is damaged"
+    try:
+        head.decode("utf-8")
+        return "it looks like a text file"
+    except UnicodeDecodeError:
+        return "its first bytes are not a profiler capture's magic"
+
+
+class CaptureReader:
+    """Reads a capture: ``header``, then frames up to the first damage.
+
+    Open with ``CaptureReader.open(path)``; the file is memory-mapped, and frame payloads are
+    zero-copy views into it.
+    """
+
+    def __init__(self, path: Path, data: bytes | mmap.mmap, header: dict[str, Any],
+                 frames_start: int, version: tuple[int, int]) -> None:
+        self.path = path
+        self._data = data
+        self._view = memoryview(data)
+        self.header = header
+        self.version = version
+        self._frames_start = frames_start
+        self._scan: ScanResult | None = None
+
+    # -- opening --
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> CaptureReader:
+        target = Path(path)
+        data = _map_file(target)
+        header, frames_start, version = _parse_file_header(target, data)
+        return cls(target, data, header, frames_start, version)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str = "<memory>") -> CaptureReader:
+        header, frames_start, version = _parse_file_header(Path(name), data)
+        return cls(Path(name), data, header, frames_start, version)
+
+    # -- frames --
+    def scan(self) -> ScanResult:
+        """Walk every frame once (cached): checks checksums, finds the trailer and damage."""
+        if self._scan is None:
+            self._scan = _scan_frames(self._view, self._frames_start)
+        return self._scan
+
+    def iter_frames(self) -> Iterator[Frame]:
+        yield from self.scan().frames
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.scan().warnings
+
+    @property
+    def clean_end(self) -> bool:
+        return self.scan().clean_end
+
+    @property
+    def trailer(self) -> dict[str, Any]:
+        return self.scan().trailer
+
+    @property
+    def size(self) -> int:
+        return len(self._view)
+
+    def metadata(self, kind: str) -> list[dict[str, Any]]:
+        """Payloads of every META frame of ``kind``, in file order."""
+        out = []
+        for frame in self.iter_frames():
+            if frame.kind == FRAME_META:
+                k, data = frame.meta()
+                if k == kind:
+                    out.append(data)
+        return out
+
+    def iter_metadata(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        for frame in self.iter_frames():
+            if frame.kind == FRAME_META:
+                yield frame.meta()
+
+    # -- records --
+    def iter_records(self) -> Iterator[Any]:
+        """Every kernel or synthesized record, decoded one by one (slow path), in file order.
+
+        Each record gets an extra attribute-free pairing: use ``iter_records_with_frames`` to
+        know the frame (and so the CPU) a record came from."""
+        for _, rec in self.iter_records_with_frames():
+            yield rec
+
+    def iter_records_with_frames(self) -> Iterator[tuple[Frame, Any]]:
+        from profiler.format.events import EventTable
+
+        events = EventTable.from_header(self.header)
+        for frame in self.iter_frames():
+            if frame.kind not in (FRAME_RAW, FRAME_SYNTH):
+                continue
+            for rec in events.decode_stream(frame.payload, self):
+                yield frame, rec
+
+    def raw_view(self) -> memoryview:
+        """The whole file as bytes (zero-copy)."""
+        return self._view
+
+    def warn(self, message: str) -> None:
+        self.scan().warnings.append(message)
+
+    def close(self) -> None:
+        self._view.release()
+        if isinstance(self._data, mmap.mmap):
+            try:
+                self._data.close()
+            except BufferError:
+                pass  # views handed out are still alive; the map goes with them
+
+    def __enter__(self) -> CaptureReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _map_file(path: Path) -> bytes | mmap.mmap:
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size == 0:
+                return b""
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise ProfilerError(f"{path}: no such file.") from None
+    except IsADirectoryError:
+        raise ProfilerError(f"{path} is a directory, not a capture file.") from None
+    except PermissionError:
+        raise ProfilerError(f"{path}: permission denied (cannot read it).") from None
+    except OSError as exc:
+        raise ProfilerError(f"cannot read {path}: {exc.strerror}.") from None
+
+
+def _parse_file_header(path: Path, data: bytes | mmap.mmap) -> tuple[dict[str, Any], int, tuple[int, int]]:
+    head = bytes(data[:_FILE_HEAD.size])
+    if len(head) < 8 or head[:8] != MAGIC:
+        raise NotACaptureError(f"{path} is not a profiler capture: {describe_foreign(head)}.")
+    if len(head) < _FILE_HEAD.size:
+        raise FormatError(f"{path} is truncated inside its file header.")
+    _, major, minor, hlen, crc = _FILE_HEAD.unpack(head)
+    if major > FORMAT_MAJOR:
+        raise VersionError(
+            f"{path} uses capture format {major}.{minor}, newer than the {FORMAT_MAJOR}.{FORMAT_MINOR} "
+            f"this profiler {__version__} reads; upgrade profiler to read it."
+        )
+    if major < 1:
+        raise VersionError(f"{path} uses capture format {major}.{minor}, which no release ever wrote.")
+    start = _FILE_HEAD.size
+    if hlen > MAX_HEADER_SIZE or start + hlen > len(data):
+        raise FormatError(f"{path} is truncated inside its header ({hlen} bytes announced).")
+    body = bytes(data[start:start + hlen])
+    if zlib.crc32(body) != crc:
+        raise FormatError(f"{path} has a damaged header (checksum mismatch).")
+    header = _unpackb(body, "capture header")
+    if not isinstance(header, dict):
+        raise FormatError(f"{path} has a header that is not a map.")
+    _check_header(path, header)
+    frames_start = start + hlen + _pad8(start + hlen)
+    return header, frames_start, (major, minor)
+
+
+def _check_header(path: Path, header: dict[str, Any]) -> None:
+    events = header.get("events")
+    if not isinstance(events, list) or not events:
+        raise FormatError(f"{path} has a header without events.")
+    for ev in events:
+        if not isinstance(ev, dict) or not isinstance(ev.get("attr"), dict):
+            raise FormatError(f"{path} has an event without its perf_event_attr.")
+    if header.get("byte_order", "little") not in ("little", "big"):
+        raise FormatError(f"{path} names an unknown byte order {header.get('byte_order')!r}.")
+
+
+def _scan_frames(view: memoryview, pos: int) -> ScanResult:
+    result = ScanResult(data_end=pos)
+    end = len(view)
+    expected_seq = 0
+    while pos < end:
+        if pos + FRAME_HEADER_SIZE > end:
+            result.warnings.append(_damage_note("an incomplete frame header", pos, end))
+            break
+        kind, flags, cpu, length, seq, crc = _FRAME_HEAD.unpack_from(view, pos)
+        body = pos + FRAME_HEADER_SIZE
+        if length > MAX_FRAME_SIZE or body + length > end:
+            result.warnings.append(_damage_note("an incomplete frame", pos, end))
+            break
+        payload = view[body:body + length]
+        check = zlib.crc32(payload, zlib.crc32(view[pos:pos + 12]))
+        if check != crc or seq != expected_seq:
+            what = "a damaged frame (checksum mismatch)" if check != crc else "a frame out of sequence"
+            result.warnings.append(_damage_note(what, pos, end))
+            break
+        frame = Frame(kind, cpu, seq, pos, payload)
+        expected_seq += 1
+        pos = body + length + _pad8(length)
+        result.data_end = min(pos, end)
+        if kind == FRAME_TRAILER:
+            result.clean_end = True
+            try:
+                trailer = _unpackb(payload, "trailer")
+                result.trailer = trailer if isinstance(trailer, dict) else {}
+            except FormatError:
+                result.trailer = {}
+            if pos < end:
+                result.warnings.append(f"{end - pos} bytes after the trailer were ignored.")
+            break
+        result.frames.append(frame)
+    if not result.clean_end and not result.warnings:
+        result.warnings.append("the capture has no trailer (recording did not finish cleanly); "
+                               "every complete frame was read.")
+    return result
+
+
+def _damage_note(what: str, pos: int, end: int) -> str:
+    return (f"the capture stops at {what} at byte {pos}: skipped the last {end - pos} bytes; "
+            f"everything before was read.")

@@ -1,0 +1,977 @@
+"""Kernel perf records: constants, one dataclass per record type, decoding and encoding.
+
+Every record starts with ``struct perf_event_header { u32 type; u16 misc; u16 size; }`` and is
+a multiple of 8 bytes long. The body layouts are those documented in
+/usr/include/linux/perf_event.h (``enum perf_event_type``). Records other than SAMPLE carry a
+``struct sample_id`` trailer at their end when the event has ``sample_id_all`` set.
+
+This module is the slow, exact path: one Python object per record, used for non-sample
+records, ``profiler dump`` and tests. The reporter's hot path is ``profiler.format.bulk``.
+
+Decoding never trusts a size: any field that would run past the end of its record raises
+``RecordDecodeError`` (a ``FormatError``); nothing is allocated from a claimed length before it
+is checked against the bytes that are really there.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from profiler.errors import FormatError
+
+# --- enum perf_event_type -----------------------------------------------------------------
+PERF_RECORD_MMAP = 1
+PERF_RECORD_LOST = 2
+PERF_RECORD_COMM = 3
+PERF_RECORD_EXIT = 4
+PERF_RECORD_THROTTLE = 5
+PERF_RECORD_UNTHROTTLE = 6
+PERF_RECORD_FORK = 7
+PERF_RECORD_READ = 8
+PERF_RECORD_SAMPLE = 9
+PERF_RECORD_MMAP2 = 10
+PERF_RECORD_AUX = 11
+PERF_RECORD_ITRACE_START = 12
+PERF_RECORD_LOST_SAMPLES = 13
+PERF_RECORD_SWITCH = 14
+PERF_RECORD_SWITCH_CPU_WIDE = 15
+PERF_RECORD_NAMESPACES = 16
+PERF_RECORD_KSYMBOL = 17
+PERF_RECORD_BPF_EVENT = 18
+PERF_RECORD_CGROUP = 19
+PERF_RECORD_TEXT_POKE = 20
+PERF_RECORD_AUX_OUTPUT_HW_ID = 21
+
+# --- enum perf_event_sample_format ----------------------------------------------------------
+PERF_SAMPLE_IP = 1 << 0
+PERF_SAMPLE_TID = 1 << 1
+PERF_SAMPLE_TIME = 1 << 2
+PERF_SAMPLE_ADDR = 1 << 3
+PERF_SAMPLE_READ = 1 << 4
+PERF_SAMPLE_CALLCHAIN = 1 << 5
+PERF_SAMPLE_ID = 1 << 6
+PERF_SAMPLE_CPU = 1 << 7
+PERF_SAMPLE_PERIOD = 1 << 8
+PERF_SAMPLE_STREAM_ID = 1 << 9
+PERF_SAMPLE_RAW = 1 << 10
+PERF_SAMPLE_BRANCH_STACK = 1 << 11
+PERF_SAMPLE_REGS_USER = 1 << 12
+PERF_SAMPLE_STACK_USER = 1 << 13
+PERF_SAMPLE_WEIGHT = 1 << 14
+PERF_SAMPLE_DATA_SRC = 1 << 15
+PERF_SAMPLE_IDENTIFIER = 1 << 16
+PERF_SAMPLE_TRANSACTION = 1 << 17
+PERF_SAMPLE_REGS_INTR = 1 << 18
+PERF_SAMPLE_PHYS_ADDR = 1 << 19
+PERF_SAMPLE_AUX = 1 << 20
+PERF_SAMPLE_CGROUP = 1 << 21
+PERF_SAMPLE_DATA_PAGE_SIZE = 1 << 22
+PERF_SAMPLE_CODE_PAGE_SIZE = 1 << 23
+PERF_SAMPLE_WEIGHT_STRUCT = 1 << 24
+PERF_SAMPLE_MAX = 1 << 25
+
+PERF_SAMPLE_BRANCH_HW_INDEX = 1 << 17
+
+# --- enum perf_event_read_format --------------------------------------------------------------
+PERF_FORMAT_TOTAL_TIME_ENABLED = 1 << 0
+PERF_FORMAT_TOTAL_TIME_RUNNING = 1 << 1
+PERF_FORMAT_ID = 1 << 2
+PERF_FORMAT_GROUP = 1 << 3
+PERF_FORMAT_LOST = 1 << 4
+
+# --- header.misc --------------------------------------------------------------------------------
+PERF_RECORD_MISC_CPUMODE_MASK = 7
+PERF_RECORD_MISC_CPUMODE_UNKNOWN = 0
+PERF_RECORD_MISC_KERNEL = 1
+PERF_RECORD_MISC_USER = 2
+PERF_RECORD_MISC_HYPERVISOR = 3
+PERF_RECORD_MISC_GUEST_KERNEL = 4
+PERF_RECORD_MISC_GUEST_USER = 5
+PERF_RECORD_MISC_PROC_MAP_PARSE_TIMEOUT = 1 << 12
+PERF_RECORD_MISC_MMAP_DATA = 1 << 13
+PERF_RECORD_MISC_COMM_EXEC = 1 << 13
+PERF_RECORD_MISC_FORK_EXEC = 1 << 13
+PERF_RECORD_MISC_SWITCH_OUT = 1 << 13
+PERF_RECORD_MISC_EXACT_IP = 1 << 14
+PERF_RECORD_MISC_SWITCH_OUT_PREEMPT = 1 << 14
+PERF_RECORD_MISC_MMAP_BUILD_ID = 1 << 14
+PERF_RECORD_MISC_EXT_RESERVED = 1 << 15
+
+CPUMODE_NAMES = {
+    PERF_RECORD_MISC_CPUMODE_UNKNOWN: "unknown",
+    PERF_RECORD_MISC_KERNEL: "kernel",
+    PERF_RECORD_MISC_USER: "user",
+    PERF_RECORD_MISC_HYPERVISOR: "hypervisor",
+    PERF_RECORD_MISC_GUEST_KERNEL: "guest-kernel",
+    PERF_RECORD_MISC_GUEST_USER: "guest-user",
+}
+
+# enum perf_callchain_context: markers inside a callchain, not addresses.
+PERF_CONTEXT_HV = (1 << 64) - 32
+PERF_CONTEXT_KERNEL = (1 << 64) - 128
+PERF_CONTEXT_USER = (1 << 64) - 512
+PERF_CONTEXT_GUEST = (1 << 64) - 2048
+PERF_CONTEXT_GUEST_KERNEL = (1 << 64) - 2176
+PERF_CONTEXT_GUEST_USER = (1 << 64) - 2560
+PERF_CONTEXT_MAX = (1 << 64) - 4095
+
+HEADER_SIZE = 8
+MAX_RECORD_SIZE = 0xFFFF  # header.size is a u16
+
+
+class RecordDecodeError(FormatError):
+    """A record whose bytes contradict its own sizes."""
+
+
+# --- the sample layout of an event ----------------------------------------------------------
+
+
+def _popcount(value: int) -> int:
+    return bin(value).count("1")
+
+
+@dataclass(frozen=True)
+class SampleLayout:
+    """What an event's attr says about the shape of its records."""
+
+    sample_type: int
+    read_format: int = 0
+    sample_id_all: bool = False
+    sample_regs_user: int = 0
+    sample_regs_intr: int = 0
+    branch_sample_type: int = 0
+    byte_order: str = "<"  # struct prefix: "<" little endian, ">" big endian
+
+    @classmethod
+    def from_attr(cls, attr: dict[str, Any], byte_order: str = "little") -> SampleLayout:
+        return cls(
+            sample_type=int(attr.get("sample_type", 0)),
+            read_format=int(attr.get("read_format", 0)),
+            sample_id_all=bool(attr.get("sample_id_all", 0)),
+            sample_regs_user=int(attr.get("sample_regs_user", 0)),
+            sample_regs_intr=int(attr.get("sample_regs_intr", 0)),
+            branch_sample_type=int(attr.get("branch_sample_type", 0)),
+            byte_order="<" if byte_order == "little" else ">",
+        )
+
+    @property
+    def trailer_size(self) -> int:
+        """Bytes of ``struct sample_id`` at the end of non-sample records."""
+        if not self.sample_id_all:
+            return 0
+        st = self.sample_type
+        size = 0
+        for bit in (PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_SAMPLE_ID, PERF_SAMPLE_STREAM_ID,
+                    PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER):
+            if st & bit:
+                size += 8
+        return size
+
+
+@dataclass(slots=True)
+class SampleId:
+    """``struct sample_id``: the trailer of non-sample records (fields present per sample_type)."""
+
+    pid: int | None = None
+    tid: int | None = None
+    time: int | None = None
+    id: int | None = None
+    stream_id: int | None = None
+    cpu: int | None = None
+    res: int | None = None
+    identifier: int | None = None
+
+
+@dataclass(slots=True)
+class ReadValues:
+    """``struct read_format``: ``values`` holds (value, id, lost) per counter (None when absent)."""
+
+    time_enabled: int | None = None
+    time_running: int | None = None
+    values: tuple[tuple[int, int | None, int | None], ...] = ()
+
+
+@dataclass(slots=True)
+class BranchEntry:
+    from_ip: int
+    to_ip: int
+    flags: int
+
+
+# --- record dataclasses ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Record:
+    """Base of every record: ``misc`` from the header, optional ``sample_id`` trailer."""
+
+    TYPE: ClassVar[int] = 0
+    misc: int = field(default=0, kw_only=True)
+    sample_id: SampleId | None = field(default=None, kw_only=True)
+
+    @property
+    def cpumode(self) -> int:
+        return self.misc & PERF_RECORD_MISC_CPUMODE_MASK
+
+
+
+def record_time(rec: Record) -> int | None:
+    """The perf clock time of a record: a sample's TIME, else its sample_id trailer's."""
+    if isinstance(rec, Sample):
+        return rec.time
+    return rec.sample_id.time if rec.sample_id is not None else None
+
+
+@dataclass(slots=True)
+class Mmap(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_MMAP
+    pid: int
+    tid: int
+    addr: int
+    len: int
+    pgoff: int
+    filename: str
+
+
+@dataclass(slots=True)
+class Lost(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_LOST
+    id: int
+    lost: int
+
+
+@dataclass(slots=True)
+class Comm(Record):
+    """COMM; ``exec`` mirrors PERF_RECORD_MISC_COMM_EXEC (the comm changed because of exec)."""
+
+    TYPE: ClassVar[int] = PERF_RECORD_COMM
+    pid: int
+    tid: int
+    comm: str
+    exec: bool = False
+
+    def __post_init__(self) -> None:
+        if self.exec:
+            self.misc |= PERF_RECORD_MISC_COMM_EXEC
+
+
+@dataclass(slots=True)
+class Exit(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_EXIT
+    pid: int
+    ppid: int
+    tid: int
+    ptid: int
+    time: int
+
+
+@dataclass(slots=True)
+class Throttle(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_THROTTLE
+    time: int
+    id: int
+    stream_id: int
+
+
+@dataclass(slots=True)
+class Unthrottle(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_UNTHROTTLE
+    time: int
+    id: int
+    stream_id: int
+
+
+@dataclass(slots=True)
+class Fork(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_FORK
+    pid: int
+    ppid: int
+    tid: int
+    ptid: int
+    time: int
+
+
+@dataclass(slots=True)
+class Read(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_READ
+    pid: int
+    tid: int
+    values: ReadValues
+
+
+@dataclass(slots=True)
+class Sample(Record):
+    """PERF_RECORD_SAMPLE; a field is None when its PERF_SAMPLE_* bit is not set."""
+
+    TYPE: ClassVar[int] = PERF_RECORD_SAMPLE
+    identifier: int | None = None
+    ip: int | None = None
+    pid: int | None = None
+    tid: int | None = None
+    time: int | None = None
+    addr: int | None = None
+    id: int | None = None
+    stream_id: int | None = None
+    cpu: int | None = None
+    res: int | None = None
+    period: int | None = None
+    read: ReadValues | None = None
+    callchain: tuple[int, ...] | None = None
+    raw: bytes | None = None
+    branch_hw_idx: int | None = None
+    branch_stack: tuple[BranchEntry, ...] | None = None
+    regs_user_abi: int | None = None
+    regs_user: tuple[int, ...] | None = None
+    stack_user: bytes | None = None
+    stack_user_dyn_size: int | None = None
+    weight: int | None = None
+    data_src: int | None = None
+    transaction: int | None = None
+    regs_intr_abi: int | None = None
+    regs_intr: tuple[int, ...] | None = None
+    phys_addr: int | None = None
+    cgroup: int | None = None
+    data_page_size: int | None = None
+    code_page_size: int | None = None
+    aux: bytes | None = None
+
+
+@dataclass(slots=True)
+class Mmap2(Record):
+    """MMAP2; when ``build_id`` is not None the record used the build-id form of the union
+    (PERF_RECORD_MISC_MMAP_BUILD_ID) and maj/min/ino/ino_generation are zero."""
+
+    TYPE: ClassVar[int] = PERF_RECORD_MMAP2
+    pid: int
+    tid: int
+    addr: int
+    len: int
+    pgoff: int
+    maj: int = 0
+    min: int = 0
+    ino: int = 0
+    ino_generation: int = 0
+    prot: int = 0
+    flags: int = 0
+    filename: str = ""
+    build_id: bytes | None = None
+
+    def __post_init__(self) -> None:
+        if self.build_id is not None:
+            self.misc |= PERF_RECORD_MISC_MMAP_BUILD_ID
+
+
+@dataclass(slots=True)
+class Aux(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_AUX
+    aux_offset: int
+    aux_size: int
+    flags: int
+
+
+@dataclass(slots=True)
+class ItraceStart(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_ITRACE_START
+    pid: int
+    tid: int
+
+
+@dataclass(slots=True)
+class LostSamples(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_LOST_SAMPLES
+    lost: int
+
+
+@dataclass(slots=True)
+class Switch(Record):
+    """SWITCH: in or out is PERF_RECORD_MISC_SWITCH_OUT in ``misc``."""
+
+    TYPE: ClassVar[int] = PERF_RECORD_SWITCH
+
+    @property
+    def switch_out(self) -> bool:
+        return bool(self.misc & PERF_RECORD_MISC_SWITCH_OUT)
+
+
+@dataclass(slots=True)
+class SwitchCpuWide(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_SWITCH_CPU_WIDE
+    next_prev_pid: int
+    next_prev_tid: int
+
+    @property
+    def switch_out(self) -> bool:
+        return bool(self.misc & PERF_RECORD_MISC_SWITCH_OUT)
+
+
+@dataclass(slots=True)
+class Namespaces(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_NAMESPACES
+    pid: int
+    tid: int
+    namespaces: tuple[tuple[int, int], ...]  # (dev, inode) per namespace
+
+
+@dataclass(slots=True)
+class Ksymbol(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_KSYMBOL
+    addr: int
+    len: int
+    ksym_type: int
+    flags: int
+    name: str
+
+
+@dataclass(slots=True)
+class BpfEvent(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_BPF_EVENT
+    type: int
+    flags: int
+    id: int
+    tag: bytes  # BPF_TAG_SIZE = 8
+
+
+@dataclass(slots=True)
+class Cgroup(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_CGROUP
+    id: int
+    path: str
+
+
+@dataclass(slots=True)
+class TextPoke(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_TEXT_POKE
+    addr: int
+    old_len: int
+    new_len: int
+    bytes: bytes  # old bytes followed by new bytes
+
+
+@dataclass(slots=True)
+class AuxOutputHwId(Record):
+    TYPE: ClassVar[int] = PERF_RECORD_AUX_OUTPUT_HW_ID
+    hw_id: int
+
+
+@dataclass(slots=True)
+class UnknownRecord(Record):
+    """A record type this version does not know: kept as raw body bytes."""
+
+    type: int
+    body: bytes
+
+
+RECORD_CLASSES: dict[int, type[Record]] = {
+    cls.TYPE: cls
+    for cls in (
+        Mmap, Lost, Comm, Exit, Throttle, Unthrottle, Fork, Read, Sample, Mmap2, Aux, ItraceStart,
+        LostSamples, Switch, SwitchCpuWide, Namespaces, Ksymbol, BpfEvent, Cgroup, TextPoke,
+        AuxOutputHwId,
+    )
+}
+
+RECORD_NAMES: dict[int, str] = {
+    PERF_RECORD_MMAP: "MMAP", PERF_RECORD_LOST: "LOST", PERF_RECORD_COMM: "COMM",
+    PERF_RECORD_EXIT: "EXIT", PERF_RECORD_THROTTLE: "THROTTLE",
+    PERF_RECORD_UNTHROTTLE: "UNTHROTTLE", PERF_RECORD_FORK: "FORK", PERF_RECORD_READ: "READ",
+    PERF_RECORD_SAMPLE: "SAMPLE", PERF_RECORD_MMAP2: "MMAP2", PERF_RECORD_AUX: "AUX",
+    PERF_RECORD_ITRACE_START: "ITRACE_START", PERF_RECORD_LOST_SAMPLES: "LOST_SAMPLES",
+    PERF_RECORD_SWITCH: "SWITCH", PERF_RECORD_SWITCH_CPU_WIDE: "SWITCH_CPU_WIDE",
+    PERF_RECORD_NAMESPACES: "NAMESPACES", PERF_RECORD_KSYMBOL: "KSYMBOL",
+    PERF_RECORD_BPF_EVENT: "BPF_EVENT", PERF_RECORD_CGROUP: "CGROUP",
+    PERF_RECORD_TEXT_POKE: "TEXT_POKE", PERF_RECORD_AUX_OUTPUT_HW_ID: "AUX_OUTPUT_HW_ID",
+}
+
+
+def record_name(rtype: int) -> str:
+    return RECORD_NAMES.get(rtype, f"TYPE_{rtype}")
+
+
+# Fixed-layout bodies: (field, struct code). "str" = NUL-terminated, padded to 8 bytes.
+_BODY_SPECS: dict[int, tuple[tuple[str, str], ...]] = {
+    PERF_RECORD_MMAP: (("pid", "I"), ("tid", "I"), ("addr", "Q"), ("len", "Q"), ("pgoff", "Q"),
+                       ("filename", "str")),
+    PERF_RECORD_LOST: (("id", "Q"), ("lost", "Q")),
+    PERF_RECORD_COMM: (("pid", "I"), ("tid", "I"), ("comm", "str")),
+    PERF_RECORD_EXIT: (("pid", "I"), ("ppid", "I"), ("tid", "I"), ("ptid", "I"), ("time", "Q")),
+    PERF_RECORD_THROTTLE: (("time", "Q"), ("id", "Q"), ("stream_id", "Q")),
+    PERF_RECORD_UNTHROTTLE: (("time", "Q"), ("id", "Q"), ("stream_id", "Q")),
+    PERF_RECORD_FORK: (("pid", "I"), ("ppid", "I"), ("tid", "I"), ("ptid", "I"), ("time", "Q")),
+    PERF_RECORD_AUX: (("aux_offset", "Q"), ("aux_size", "Q"), ("flags", "Q")),
+    PERF_RECORD_ITRACE_START: (("pid", "I"), ("tid", "I")),
+    PERF_RECORD_LOST_SAMPLES: (("lost", "Q"),),
+    PERF_RECORD_SWITCH: (),
+    PERF_RECORD_SWITCH_CPU_WIDE: (("next_prev_pid", "I"), ("next_prev_tid", "I")),
+    PERF_RECORD_KSYMBOL: (("addr", "Q"), ("len", "I"), ("ksym_type", "H"), ("flags", "H"),
+                          ("name", "str")),
+    PERF_RECORD_BPF_EVENT: (("type", "H"), ("flags", "H"), ("id", "I"), ("tag", "8s")),
+    PERF_RECORD_CGROUP: (("id", "Q"), ("path", "str")),
+    PERF_RECORD_AUX_OUTPUT_HW_ID: (("hw_id", "Q"),),
+}
+
+
+# --- decoding --------------------------------------------------------------------------------
+
+
+class _Cursor:
+    """Reads fields from ``buf[pos:end]``; every read is bounds-checked."""
+
+    __slots__ = ("buf", "pos", "end", "bo")
+
+    def __init__(self, buf: bytes | memoryview, pos: int, end: int, bo: str) -> None:
+        self.buf, self.pos, self.end, self.bo = buf, pos, end, bo
+
+    def need(self, n: int) -> None:
+        if n < 0 or self.pos + n > self.end:
+            raise RecordDecodeError(
+                f"record field needs {n} bytes at offset {self.pos} but the record ends at {self.end}"
+            )
+
+    def u64(self) -> int:
+        self.need(8)
+        (v,) = struct.unpack_from(self.bo + "Q", self.buf, self.pos)
+        self.pos += 8
+        return int(v)
+
+    def u32(self) -> int:
+        self.need(4)
+        (v,) = struct.unpack_from(self.bo + "I", self.buf, self.pos)
+        self.pos += 4
+        return int(v)
+
+    def u16(self) -> int:
+        self.need(2)
+        (v,) = struct.unpack_from(self.bo + "H", self.buf, self.pos)
+        self.pos += 2
+        return int(v)
+
+    def raw(self, n: int) -> bytes:
+        self.need(n)
+        out = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        return out
+
+    def u64s(self, n: int) -> tuple[int, ...]:
+        self.need(8 * n)  # checked before anything is allocated
+        out = struct.unpack_from(f"{self.bo}{n}Q", self.buf, self.pos)
+        self.pos += 8 * n
+        return tuple(int(v) for v in out)
+
+    def cstr(self) -> str:
+        """A NUL-terminated string padded to 8 bytes (the kernel's u64 alignment)."""
+        raw = bytes(self.buf[self.pos:self.end])
+        nul = raw.find(b"\0")
+        text = raw if nul < 0 else raw[:nul]
+        used = len(text) + 1 if nul >= 0 else len(text)
+        self.pos += min((used + 7) & ~7, self.end - self.pos)
+        return text.decode("utf-8", "surrogateescape")
+
+
+def decode_header(buf: bytes | memoryview, offset: int, bo: str = "<") -> tuple[int, int, int]:
+    """(type, misc, size) of the record at ``offset``."""
+    rtype, misc, size = struct.unpack_from(bo + "IHH", buf, offset)
+    return int(rtype), int(misc), int(size)
+
+
+def _decode_read(cur: _Cursor, read_format: int) -> ReadValues:
+    out = ReadValues()
+    has_id = bool(read_format & PERF_FORMAT_ID)
+    has_lost = bool(read_format & PERF_FORMAT_LOST)
+    if read_format & PERF_FORMAT_GROUP:
+        nr = cur.u64()
+        per = 1 + has_id + has_lost
+        cur.need(8 * per * nr + 8 * _popcount(read_format & 3))  # bound nr before looping
+        if read_format & PERF_FORMAT_TOTAL_TIME_ENABLED:
+            out.time_enabled = cur.u64()
+        if read_format & PERF_FORMAT_TOTAL_TIME_RUNNING:
+            out.time_running = cur.u64()
+        vals = []
+        for _ in range(nr):
+            value = cur.u64()
+            ident = cur.u64() if has_id else None
+            lost = cur.u64() if has_lost else None
+            vals.append((value, ident, lost))
+        out.values = tuple(vals)
+    else:
+        value = cur.u64()
+        if read_format & PERF_FORMAT_TOTAL_TIME_ENABLED:
+            out.time_enabled = cur.u64()
+        if read_format & PERF_FORMAT_TOTAL_TIME_RUNNING:
+            out.time_running = cur.u64()
+        ident = cur.u64() if has_id else None
+        lost = cur.u64() if has_lost else None
+        out.values = ((value, ident, lost),)
+    return out
+
+
+def _decode_sample_id(cur: _Cursor, st: int) -> SampleId:
+    sid = SampleId()
+    if st & PERF_SAMPLE_TID:
+        sid.pid, sid.tid = cur.u32(), cur.u32()
+    if st & PERF_SAMPLE_TIME:
+        sid.time = cur.u64()
+    if st & PERF_SAMPLE_ID:
+        sid.id = cur.u64()
+    if st & PERF_SAMPLE_STREAM_ID:
+        sid.stream_id = cur.u64()
+    if st & PERF_SAMPLE_CPU:
+        sid.cpu, sid.res = cur.u32(), cur.u32()
+    if st & PERF_SAMPLE_IDENTIFIER:
+        sid.identifier = cur.u64()
+    return sid
+
+
+def _decode_sample(cur: _Cursor, layout: SampleLayout, misc: int) -> Sample:
+    st = layout.sample_type
+    s = Sample(misc=misc)
+    if st & PERF_SAMPLE_IDENTIFIER:
+        s.identifier = cur.u64()
+    if st & PERF_SAMPLE_IP:
+        s.ip = cur.u64()
+    if st & PERF_SAMPLE_TID:
+        s.pid, s.tid = cur.u32(), cur.u32()
+    if st & PERF_SAMPLE_TIME:
+        s.time = cur.u64()
+    if st & PERF_SAMPLE_ADDR:
+        s.addr = cur.u64()
+    if st & PERF_SAMPLE_ID:
+        s.id = cur.u64()
+    if st & PERF_SAMPLE_STREAM_ID:
+        s.stream_id = cur.u64()
+    if st & PERF_SAMPLE_CPU:
+        s.cpu, s.res = cur.u32(), cur.u32()
+    if st & PERF_SAMPLE_PERIOD:
+        s.period = cur.u64()
+    if st & PERF_SAMPLE_READ:
+        s.read = _decode_read(cur, layout.read_format)
+    if st & PERF_SAMPLE_CALLCHAIN:
+        s.callchain = cur.u64s(cur.u64())
+    if st & PERF_SAMPLE_RAW:
+        s.raw = cur.raw(cur.u32())
+    if st & PERF_SAMPLE_BRANCH_STACK:
+        nr = cur.u64()
+        if layout.branch_sample_type & PERF_SAMPLE_BRANCH_HW_INDEX:
+            s.branch_hw_idx = cur.u64()
+        flat = cur.u64s(3 * nr)
+        s.branch_stack = tuple(BranchEntry(*flat[i:i + 3]) for i in range(0, len(flat), 3))
+    if st & PERF_SAMPLE_REGS_USER:
+        s.regs_user_abi = cur.u64()
+        s.regs_user = cur.u64s(_popcount(layout.sample_regs_user)) if s.regs_user_abi else ()
+    if st & PERF_SAMPLE_STACK_USER:
+        size = cur.u64()
+        s.stack_user = cur.raw(size)
+        s.stack_user_dyn_size = cur.u64() if size else 0
+    if st & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT):
+        s.weight = cur.u64()
+    if st & PERF_SAMPLE_DATA_SRC:
+        s.data_src = cur.u64()
+    if st & PERF_SAMPLE_TRANSACTION:
+        s.transaction = cur.u64()
+    if st & PERF_SAMPLE_REGS_INTR:
+        s.regs_intr_abi = cur.u64()
+        s.regs_intr = cur.u64s(_popcount(layout.sample_regs_intr)) if s.regs_intr_abi else ()
+    if st & PERF_SAMPLE_PHYS_ADDR:
+        s.phys_addr = cur.u64()
+    # The kernel writes CGROUP, the page sizes, then AUX (kernel/events/core.c,
+    # perf_output_sample); the header comment lists AUX earlier and omits CGROUP.
+    if st & PERF_SAMPLE_CGROUP:
+        s.cgroup = cur.u64()
+    if st & PERF_SAMPLE_DATA_PAGE_SIZE:
+        s.data_page_size = cur.u64()
+    if st & PERF_SAMPLE_CODE_PAGE_SIZE:
+        s.code_page_size = cur.u64()
+    if st & PERF_SAMPLE_AUX:
+        s.aux = cur.raw(cur.u64())
+    return s
+
+
+def _decode_body(cur: _Cursor, rtype: int, misc: int, layout: SampleLayout) -> Record:
+    if rtype == PERF_RECORD_MMAP2:
+        pid, tid, addr, length, pgoff = cur.u32(), cur.u32(), cur.u64(), cur.u64(), cur.u64()
+        rec = Mmap2(pid, tid, addr, length, pgoff, misc=misc)
+        if misc & PERF_RECORD_MISC_MMAP_BUILD_ID:
+            size = cur.raw(4)[0]
+            rec.build_id = cur.raw(20)[: min(size, 20)]
+        else:
+            rec.maj, rec.min, rec.ino, rec.ino_generation = cur.u32(), cur.u32(), cur.u64(), cur.u64()
+        rec.prot, rec.flags = cur.u32(), cur.u32()
+        rec.filename = cur.cstr()
+        return rec
+    if rtype == PERF_RECORD_READ:
+        return Read(cur.u32(), cur.u32(), _decode_read(cur, layout.read_format), misc=misc)
+    if rtype == PERF_RECORD_NAMESPACES:
+        pid, tid, nr = cur.u32(), cur.u32(), cur.u64()
+        flat = cur.u64s(2 * nr)
+        return Namespaces(pid, tid, tuple(zip(flat[0::2], flat[1::2])), misc=misc)
+    if rtype == PERF_RECORD_TEXT_POKE:
+        addr, old_len, new_len = cur.u64(), cur.u16(), cur.u16()
+        data = cur.raw(old_len + new_len)
+        return TextPoke(addr, old_len, new_len, data, misc=misc)
+    spec = _BODY_SPECS.get(rtype)
+    if spec is None:
+        return UnknownRecord(rtype, cur.raw(cur.end - cur.pos), misc=misc)
+    values: list[Any] = []
+    for _, code in spec:
+        if code == "str":
+            values.append(cur.cstr())
+        elif code == "Q":
+            values.append(cur.u64())
+        elif code == "I":
+            values.append(cur.u32())
+        elif code == "H":
+            values.append(cur.u16())
+        else:  # "8s"
+            values.append(cur.raw(8))
+    fixed: Record = RECORD_CLASSES[rtype](*values, misc=misc)
+    if isinstance(fixed, Comm):
+        fixed.exec = bool(misc & PERF_RECORD_MISC_COMM_EXEC)
+    return fixed
+
+
+def decode_record(buf: bytes | memoryview, offset: int, layout: SampleLayout) -> Record:
+    """Decode the record at ``buf[offset:]`` with ``layout`` (the attr of its event)."""
+    bo = layout.byte_order
+    if offset + HEADER_SIZE > len(buf):
+        raise RecordDecodeError("record header runs past the end of the data")
+    rtype, misc, size = decode_header(buf, offset, bo)
+    if size < HEADER_SIZE or offset + size > len(buf):
+        raise RecordDecodeError(f"record claims {size} bytes, {len(buf) - offset} remain")
+    end = offset + size
+    if rtype == PERF_RECORD_SAMPLE:
+        return _decode_sample(_Cursor(buf, offset + HEADER_SIZE, end, bo), layout, misc)
+    tsize = layout.trailer_size if rtype < 64 else 0
+    if tsize > size - HEADER_SIZE:
+        raise RecordDecodeError(f"{record_name(rtype)} record too short for its sample_id trailer")
+    rec = _decode_body(_Cursor(buf, offset + HEADER_SIZE, end - tsize, bo), rtype, misc, layout)
+    if tsize:
+        rec.sample_id = _decode_sample_id(_Cursor(buf, end - tsize, end, bo), layout.sample_type)
+    return rec
+
+
+# --- encoding --------------------------------------------------------------------------------
+
+
+class _Writer:
+    __slots__ = ("parts", "bo")
+
+    def __init__(self, bo: str) -> None:
+        self.parts: list[bytes] = []
+        self.bo = bo
+
+    def u64(self, *vals: int) -> None:
+        self.parts.append(struct.pack(f"{self.bo}{len(vals)}Q", *vals))
+
+    def u32(self, *vals: int) -> None:
+        self.parts.append(struct.pack(f"{self.bo}{len(vals)}I", *vals))
+
+    def u16(self, *vals: int) -> None:
+        self.parts.append(struct.pack(f"{self.bo}{len(vals)}H", *vals))
+
+    def raw(self, data: bytes) -> None:
+        self.parts.append(bytes(data))
+
+    def cstr(self, text: str) -> None:
+        data = text.encode("utf-8", "surrogateescape") + b"\0"
+        self.parts.append(data + b"\0" * (-len(data) % 8))
+
+    def pad8(self) -> None:
+        n = sum(len(p) for p in self.parts)
+        self.parts.append(b"\0" * (-n % 8))
+
+    def getvalue(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def _opt(value: int | None) -> int:
+    return 0 if value is None else value
+
+
+def _encode_read(w: _Writer, values: ReadValues, read_format: int) -> None:
+    has_id = bool(read_format & PERF_FORMAT_ID)
+    has_lost = bool(read_format & PERF_FORMAT_LOST)
+    times = []
+    if read_format & PERF_FORMAT_TOTAL_TIME_ENABLED:
+        times.append(_opt(values.time_enabled))
+    if read_format & PERF_FORMAT_TOTAL_TIME_RUNNING:
+        times.append(_opt(values.time_running))
+    if read_format & PERF_FORMAT_GROUP:
+        w.u64(len(values.values), *times)
+        for value, ident, lost in values.values:
+            w.u64(value)
+            if has_id:
+                w.u64(_opt(ident))
+            if has_lost:
+                w.u64(_opt(lost))
+    else:
+        value, ident, lost = values.values[0] if values.values else (0, None, None)
+        w.u64(value, *times)
+        if has_id:
+            w.u64(_opt(ident))
+        if has_lost:
+            w.u64(_opt(lost))
+
+
+def _encode_sample(w: _Writer, s: Sample, layout: SampleLayout) -> None:
+    st = layout.sample_type
+    if st & PERF_SAMPLE_IDENTIFIER:
+        w.u64(_opt(s.identifier))
+    if st & PERF_SAMPLE_IP:
+        w.u64(_opt(s.ip))
+    if st & PERF_SAMPLE_TID:
+        w.u32(_opt(s.pid), _opt(s.tid))
+    if st & PERF_SAMPLE_TIME:
+        w.u64(_opt(s.time))
+    if st & PERF_SAMPLE_ADDR:
+        w.u64(_opt(s.addr))
+    if st & PERF_SAMPLE_ID:
+        w.u64(_opt(s.id))
+    if st & PERF_SAMPLE_STREAM_ID:
+        w.u64(_opt(s.stream_id))
+    if st & PERF_SAMPLE_CPU:
+        w.u32(_opt(s.cpu), _opt(s.res))
+    if st & PERF_SAMPLE_PERIOD:
+        w.u64(_opt(s.period))
+    if st & PERF_SAMPLE_READ:
+        _encode_read(w, s.read or ReadValues(), layout.read_format)
+    if st & PERF_SAMPLE_CALLCHAIN:
+        chain = s.callchain or ()
+        w.u64(len(chain), *chain)
+    if st & PERF_SAMPLE_RAW:
+        # The kernel pads raw data so that u32 size + data is a multiple of 8.
+        data = s.raw or b""
+        data = data + b"\0" * (-(len(data) + 4) % 8)
+        w.u32(len(data))
+        w.raw(data)
+    if st & PERF_SAMPLE_BRANCH_STACK:
+        entries = s.branch_stack or ()
+        w.u64(len(entries))
+        if layout.branch_sample_type & PERF_SAMPLE_BRANCH_HW_INDEX:
+            w.u64(_opt(s.branch_hw_idx))
+        for e in entries:
+            w.u64(e.from_ip, e.to_ip, e.flags)
+    if st & PERF_SAMPLE_REGS_USER:
+        w.u64(_opt(s.regs_user_abi))
+        if s.regs_user_abi:
+            w.u64(*(s.regs_user or ()))
+    if st & PERF_SAMPLE_STACK_USER:
+        data = s.stack_user or b""
+        w.u64(len(data))
+        if data:
+            w.raw(data)
+            w.u64(_opt(s.stack_user_dyn_size))
+    if st & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT):
+        w.u64(_opt(s.weight))
+    if st & PERF_SAMPLE_DATA_SRC:
+        w.u64(_opt(s.data_src))
+    if st & PERF_SAMPLE_TRANSACTION:
+        w.u64(_opt(s.transaction))
+    if st & PERF_SAMPLE_REGS_INTR:
+        w.u64(_opt(s.regs_intr_abi))
+        if s.regs_intr_abi:
+            w.u64(*(s.regs_intr or ()))
+    if st & PERF_SAMPLE_PHYS_ADDR:
+        w.u64(_opt(s.phys_addr))
+    if st & PERF_SAMPLE_CGROUP:
+        w.u64(_opt(s.cgroup))
+    if st & PERF_SAMPLE_DATA_PAGE_SIZE:
+        w.u64(_opt(s.data_page_size))
+    if st & PERF_SAMPLE_CODE_PAGE_SIZE:
+        w.u64(_opt(s.code_page_size))
+    if st & PERF_SAMPLE_AUX:
+        data = s.aux or b""
+        w.u64(len(data))
+        w.raw(data)
+    w.pad8()
+
+
+def _encode_sample_id(w: _Writer, sid: SampleId, st: int) -> None:
+    if st & PERF_SAMPLE_TID:
+        w.u32(_opt(sid.pid), _opt(sid.tid))
+    if st & PERF_SAMPLE_TIME:
+        w.u64(_opt(sid.time))
+    if st & PERF_SAMPLE_ID:
+        w.u64(_opt(sid.id))
+    if st & PERF_SAMPLE_STREAM_ID:
+        w.u64(_opt(sid.stream_id))
+    if st & PERF_SAMPLE_CPU:
+        w.u32(_opt(sid.cpu), _opt(sid.res))
+    if st & PERF_SAMPLE_IDENTIFIER:
+        w.u64(_opt(sid.identifier))
+
+
+def _encode_body(w: _Writer, rec: Record, layout: SampleLayout) -> int:
+    """Write the body of ``rec``; return the misc bits its content implies."""
+    misc = 0
+    if isinstance(rec, Mmap2):
+        w.u32(rec.pid, rec.tid)
+        w.u64(rec.addr, rec.len, rec.pgoff)
+        if rec.build_id is not None:
+            misc |= PERF_RECORD_MISC_MMAP_BUILD_ID
+            bid = rec.build_id[:20]
+            w.raw(bytes([len(bid), 0, 0, 0]) + bid + b"\0" * (20 - len(bid)))
+        else:
+            w.u32(rec.maj, rec.min)
+            w.u64(rec.ino, rec.ino_generation)
+        w.u32(rec.prot, rec.flags)
+        w.cstr(rec.filename)
+    elif isinstance(rec, Read):
+        w.u32(rec.pid, rec.tid)
+        _encode_read(w, rec.values, layout.read_format)
+    elif isinstance(rec, Namespaces):
+        w.u32(rec.pid, rec.tid)
+        w.u64(len(rec.namespaces))
+        for dev, inode in rec.namespaces:
+            w.u64(dev, inode)
+    elif isinstance(rec, TextPoke):
+        w.u64(rec.addr)
+        w.u16(rec.old_len, rec.new_len)
+        w.raw(rec.bytes)
+        w.pad8()
+    elif isinstance(rec, UnknownRecord):
+        w.raw(rec.body)
+        w.pad8()
+    else:
+        for name, code in _BODY_SPECS[rec.TYPE]:
+            value = getattr(rec, name)
+            if code == "str":
+                w.cstr(value)
+            elif code == "Q":
+                w.u64(value)
+            elif code == "I":
+                w.u32(value)
+            elif code == "H":
+                w.u16(value)
+            else:
+                w.raw(bytes(value).ljust(8, b"\0")[:8])
+        w.pad8()
+        if isinstance(rec, Comm) and rec.exec:
+            misc |= PERF_RECORD_MISC_COMM_EXEC
+    return misc
+
+
+def encode(rec: Record, layout: SampleLayout) -> bytes:
+    """Encode ``rec`` exactly as the kernel would write it for an event with ``layout``.
+
+    The sample_id trailer is written when ``layout.sample_id_all`` is set (fields missing from
+    ``rec.sample_id`` are written as zero)."""
+    w = _Writer(layout.byte_order)
+    rtype = rec.type if isinstance(rec, UnknownRecord) else rec.TYPE
+    if isinstance(rec, Sample):
+        _encode_sample(w, rec, layout)
+        misc = rec.misc
+    else:
+        misc = rec.misc | _encode_body(w, rec, layout)
+        if layout.sample_id_all:
+            _encode_sample_id(w, rec.sample_id or SampleId(), layout.sample_type)
+    body = w.getvalue()
+    size = HEADER_SIZE + len(body)
+    if size > MAX_RECORD_SIZE:
+        raise ValueError(f"{record_name(rtype)} record of {size} bytes exceeds the u16 size field")
+    return struct.pack(layout.byte_order + "IHH", rtype, misc, size) + body
+
+
+def record_fields(rec: Record) -> dict[str, Any]:
+    """The record's fields as a dict (for ``profiler dump`` and tests)."""
+    return {f.name: getattr(rec, f.name) for f in fields(rec)}
