@@ -1,0 +1,139 @@
+"""Capture-time facts, so that a capture can be analysed on another machine.
+
+The header (host, kernel, CPUs, page size, target, clocks), the kernel's build-id from
+/sys/kernel/notes, a /proc/kallsyms snapshot (noting when ``kernel.kptr_restrict`` hides the
+addresses), /proc/modules, the vdso image (copied from this process's own ``[vdso]`` mapping:
+the kernel maps the same image into every process of an ABI), and build-ids of every mapped
+ELF file (from MMAP2 records carrying one, else read from the file).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from profiler import __version__
+from profiler.record.buildid import kernel_build_id, read_build_id
+from profiler.record.synth import read_maps
+
+KALLSYMS = Path("/proc/kallsyms")
+MODULES = Path("/proc/modules")
+KPTR_RESTRICT = Path("/proc/sys/kernel/kptr_restrict")
+ONLINE_CPUS = Path("/sys/devices/system/cpu/online")
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """A kernel CPU list such as ``0-3,8,10-11`` (also what ``-C`` accepts)."""
+    cpus: list[int] = []
+    for part in filter(None, (p.strip() for p in text.strip().split(","))):
+        lo, dash, hi = part.partition("-")
+        first, last = int(lo), int(hi) if dash else int(lo)
+        if first < 0 or last < first:
+            raise ValueError(f"bad CPU range {part!r}")
+        cpus.extend(c for c in range(first, last + 1) if c not in cpus)
+    return cpus
+
+
+def online_cpus() -> list[int]:
+    try:
+        return parse_cpu_list(ONLINE_CPUS.read_text())
+    except (OSError, ValueError):
+        return list(range(os.cpu_count() or 1))
+
+
+def perf_clock_ns() -> int:
+    """The perf clock the recorder asks for (use_clockid with CLOCK_MONOTONIC)."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def build_header(
+    *, target: dict[str, Any], events: list[dict[str, Any]], cmdline: list[str]
+) -> dict[str, Any]:
+    uname = os.uname()
+    return {
+        "tool_version": __version__,
+        "hostname": socket.gethostname(),
+        "kernel_release": uname.release,
+        "arch": uname.machine,
+        "byte_order": sys.byteorder,
+        "word_size": ctypes.sizeof(ctypes.c_void_p),
+        "nr_cpus": os.cpu_count() or 1,
+        "online_cpus": online_cpus(),
+        "page_size": os.sysconf("SC_PAGE_SIZE"),
+        "cmdline": cmdline,
+        "target": target,
+        "start_time_ns": time.time_ns(),
+        "start_perf_clock_ns": perf_clock_ns(),
+        "clockid": time.CLOCK_MONOTONIC,
+        "events": events,
+    }
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def kptr_restrict() -> int:
+    try:
+        return int(KPTR_RESTRICT.read_text().strip())
+    except (OSError, ValueError):
+        return -1
+
+
+def kallsyms_hidden(text: str) -> bool:
+    """kptr_restrict (or a lack of privilege) shows every address as zero."""
+    for line in text.splitlines()[:64]:
+        address = line.split(" ", 1)[0]
+        if address.strip("0"):
+            return False
+    return True
+
+
+def read_kallsyms() -> dict[str, Any]:
+    text = _read_text(KALLSYMS)
+    return {"text": text, "kptr_restrict": kptr_restrict(), "hidden": kallsyms_hidden(text)}
+
+
+def read_modules() -> dict[str, Any]:
+    return {"text": _read_text(MODULES)}
+
+
+def kernel_info() -> dict[str, Any]:
+    bid = kernel_build_id()
+    return {"build_id": bid.hex() if bid else None, "release": os.uname().release}
+
+
+def vdso_image() -> dict[str, Any] | None:
+    """The bytes of our own ``[vdso]`` mapping (readable memory of this process)."""
+    for entry in read_maps(os.getpid()):
+        if entry.path == "[vdso]":
+            image = ctypes.string_at(entry.start, entry.end - entry.start)
+            return {"image": image, "arch": os.uname().machine}
+    return None
+
+
+def build_id_entries(
+    from_mmap2: dict[str, bytes], other_paths: Iterable[str]
+) -> list[dict[str, str]]:
+    """One entry per mapped ELF file: the kernel's build-id where MMAP2 carried one, else the
+    file's own ``.note.gnu.build-id``; files without one (or not ELF) are left out."""
+    entries = [
+        {"path": path, "build_id": bid.hex(), "source": "mmap2"}
+        for path, bid in sorted(from_mmap2.items())
+    ]
+    for path in sorted(set(other_paths) - set(from_mmap2)):
+        if not path.startswith("/"):
+            continue
+        bid = read_build_id(path)
+        if bid:
+            entries.append({"path": path, "build_id": bid.hex(), "source": "file"})
+    return entries

@@ -1,0 +1,102 @@
+"""``profiler record`` options as one frozen dataclass, validated before anything is opened."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from profiler.errors import UsageError
+
+DEFAULT_FREQ = 4000  # perf's default; the docs say that higher rates slow the target
+DEFAULT_DATA_PAGES = 128  # 512 KiB per CPU with 4 KiB pages, like perf; 1 control page on top
+DEFAULT_OUTPUT = "profile.prof"
+MAX_SAMPLE_RATE = Path("/proc/sys/kernel/perf_event_max_sample_rate")
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    command: tuple[str, ...] = ()
+    pids: tuple[int, ...] = ()
+    tids: tuple[int, ...] = ()
+    system_wide: bool = False
+    cpus: tuple[int, ...] | None = None
+    duration: float | None = None
+    events: tuple[str, ...] = ()  # each an -e value (comma-separated list)
+    freq: int | None = None  # -F; DEFAULT_FREQ when neither -F nor -c is given
+    period: int | None = None  # -c
+    callgraph: bool = False  # -g: frame-pointer callchains
+    callchain_max_stack: int | None = None
+    user_only: bool = False
+    kernel_only: bool = False
+    data_pages: int = DEFAULT_DATA_PAGES  # -m
+    output: str = DEFAULT_OUTPUT
+    quiet: bool = False
+    data_mmaps: bool = False
+    inherit: bool = True
+    cmdline: tuple[str, ...] = ()
+
+    @property
+    def per_task(self) -> bool:
+        """Events follow tasks (command, -p, -t) rather than watching whole CPUs."""
+        return not self.system_wide
+
+    def validate(self) -> None:
+        """Reject conflicting or impossible combinations with one sentence each."""
+        targets = [bool(self.command), bool(self.pids), bool(self.tids), self.system_wide]
+        if sum(targets) == 0:
+            raise UsageError("nothing to record: give a command after '--', -p PID, -t TID or -a.")
+        if self.system_wide and (self.pids or self.tids):
+            raise UsageError("-a (all CPUs) cannot be combined with -p or -t.")
+        if self.command and (self.pids or self.tids):
+            raise UsageError("give either a command or -p/-t, not both.")
+        if self.system_wide and self.command:
+            raise UsageError("-a records whole CPUs; bound it with --duration instead of a command.")
+        if self.freq is not None and self.period is not None:
+            raise UsageError("-F (frequency) and -c (period) cannot be used together.")
+        if self.freq is not None:
+            _check_freq(self.freq)
+        if self.period is not None and self.period <= 0:
+            raise UsageError("-c PERIOD must be a positive number of events.")
+        if self.user_only and self.kernel_only:
+            raise UsageError("--user-only and --kernel-only exclude each other.")
+        if self.duration is not None and self.duration <= 0:
+            raise UsageError("--duration must be a positive number of seconds.")
+        if self.callchain_max_stack is not None and not 1 <= self.callchain_max_stack <= 0xFFFF:
+            raise UsageError("--callchain-max-stack must be between 1 and 65535.")
+        if self.cpus is not None and not self.cpus:
+            raise UsageError("-C needs at least one CPU.")
+
+
+def _check_freq(freq: int) -> None:
+    if freq <= 0:
+        raise UsageError("-F HZ must be a positive sampling frequency.")
+    try:
+        limit = int(MAX_SAMPLE_RATE.read_text().strip())
+    except (OSError, ValueError):
+        return
+    if freq > limit:
+        raise UsageError(
+            f"-F {freq} exceeds the kernel's limit of {limit} Hz "
+            "(kernel.perf_event_max_sample_rate)."
+        )
+
+
+_SIZE_RE = re.compile(r"^(\d+)([kKmMgG]?)[bB]?$")
+
+
+def parse_mmap_pages(text: str, page_size: int) -> int:
+    """``-m``: a number of data pages (a power of two), or a size such as ``512K`` / ``2M``
+    rounded up to a power-of-two number of pages."""
+    match = _SIZE_RE.match(text.strip())
+    if not match:
+        raise UsageError(f"-m {text!r}: give a number of pages (a power of two) or a size like 512K.")
+    number, unit = int(match.group(1)), match.group(2).lower()
+    if not unit:
+        pages = number
+        if pages < 1 or pages & (pages - 1):
+            raise UsageError(f"-m {pages}: the number of data pages must be a power of two.")
+        return pages
+    size = number << {"k": 10, "m": 20, "g": 30}[unit]
+    pages = max(1, -(-size // page_size))
+    return 1 << (pages - 1).bit_length()

@@ -1,0 +1,437 @@
+"""``profiler record`` end to end: events, target, capture, loop, metadata, closing line.
+
+Order matters for what the capture can explain:
+1. the command is forked and held (or the running threads are listed);
+2. every event is opened disabled, one per (CPU, task) — ring buffers mapped, ids read;
+3. the capture is created with a header naming the events and their kernel ids;
+4. host facts (kernel build-id, modules, vdso image, kallsyms) and synthesized records for
+   what already runs are written; the events are enabled (or the command released, and its
+   exec enables them);
+5. the loop copies ring buffers until the command exits, a signal, ``--duration``, or every
+   attached task is gone; then events are disabled, buffers drained a last time, build-ids
+   and statistics written, and the trailer marks the clean end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, TextIO
+
+from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageError
+from profiler.format import records as R
+from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
+from profiler.format.container import CaptureWriter
+from profiler.record import metadata, synth
+from profiler.record.events import EventSpec, default_event, parse_events
+from profiler.record.options import DEFAULT_FREQ, RecordOptions
+from profiler.record.session import OpenedEvent, Session
+from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
+
+POLL_MS = 250  # also the longest a quiet buffer waits before it reaches the file
+SAMPLE_BASE = (
+    R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PERF_SAMPLE_CPU | R.PERF_SAMPLE_PERIOD
+)
+
+
+@dataclass
+class RecordResult:
+    exit_code: int
+    path: str
+    samples: int
+    lost: int
+    bytes_written: int
+    lost_per_cpu: dict[int, int] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+
+    def closing_line(self) -> str:
+        mb = self.bytes_written / 1e6
+        lost = f", {self.lost} lost" if self.lost else ""
+        return f"[ profiler record: Captured and wrote {mb:.3f} MB {self.path} ({self.samples} samples{lost}) ]"
+
+
+def build_attr(
+    spec: EventSpec,
+    opts: RecordOptions,
+    *,
+    tracking: bool,
+    several: bool,
+    enable_on_exec: bool,
+    inherit: bool,
+    data_size: int,
+) -> perf_event_attr:
+    """The attr for one event. Only the first event tracks mmap/comm/task side-band records
+    (perf does the same), so each side-band record appears once."""
+    sample_type = SAMPLE_BASE
+    if opts.callgraph:
+        sample_type |= R.PERF_SAMPLE_CALLCHAIN
+    if several:
+        sample_type |= R.PERF_SAMPLE_IDENTIFIER
+    attr = new_attr(
+        type=spec.type,
+        config=spec.config,
+        sample_type=sample_type,
+        disabled=1,
+        sample_id_all=1,
+        watermark=1,
+        wakeup_events=max(data_size // 4, 1),  # union: wakeup_watermark, in bytes
+        use_clockid=1,
+        clockid=time.CLOCK_MONOTONIC,
+        exclude_user=int(spec.exclude_user or opts.kernel_only),
+        exclude_kernel=int(spec.exclude_kernel or opts.user_only),
+        precise_ip=spec.precise_ip,
+        inherit=int(inherit),
+        enable_on_exec=int(enable_on_exec),
+    )
+    attr.config1, attr.config2 = spec.config1, spec.config2
+    if opts.period is not None:
+        attr.sample_period = opts.period
+    elif opts.freq is None and spec.type == PERF_TYPE_TRACEPOINT:
+        attr.sample_period = 1  # every tracepoint hit, as perf does by default
+    else:
+        attr.freq = 1
+        attr.sample_period = opts.freq or DEFAULT_FREQ  # union: sample_freq
+    if opts.callgraph and opts.callchain_max_stack:
+        attr.sample_max_stack = opts.callchain_max_stack
+    if tracking:
+        attr.mmap = attr.mmap2 = attr.comm = attr.comm_exec = attr.task = 1
+        attr.build_id = 1
+        attr.mmap_data = int(opts.data_mmaps)
+    return attr
+
+
+def resolve_events(opts: RecordOptions) -> tuple[list[EventSpec], list[str]]:
+    if opts.events:
+        return parse_events(opts.events), []
+    spec, notice = default_event()
+    return [spec], [notice] if notice else []
+
+
+def resolve_cpus(opts: RecordOptions) -> list[int]:
+    online = metadata.online_cpus()
+    if opts.cpus is None:
+        return online
+    missing = [c for c in opts.cpus if c not in online]
+    if missing:
+        raise UsageError(
+            f"CPU {missing[0]} is not online (online CPUs: {','.join(map(str, online))})."
+        )
+    return list(opts.cpus)
+
+
+class Stopper:
+    """SIGINT/SIGTERM handlers that ask the loop to stop, wake poll() through a pipe, and
+    pass the signal on to the command unless the terminal already sent it to the whole
+    foreground process group (Ctrl-C reaches the command directly, as in a shell)."""
+
+    def __init__(self, child: Child | None) -> None:
+        self.child = child
+        self.signal: int | None = None
+        self.read_fd = self.write_fd = -1
+        self._saved: dict[int, Any] = {}
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signal = signum
+        if self.child is not None and not _terminal_sent_it(signum):
+            self.child.kill(signum)
+
+    @staticmethod
+    def _on_child(signum: int, frame: FrameType | None) -> None:
+        """Only here so that SIGCHLD writes to the wakeup pipe."""
+
+    def install(self) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        os.set_blocking(self.write_fd, False)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._saved[sig] = signal.signal(sig, self._on_signal)
+        self._saved[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, self._on_child)
+        signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
+
+    def restore(self) -> None:
+        signal.set_wakeup_fd(-1)
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+        self._saved.clear()
+        for fd in (self.read_fd, self.write_fd):
+            os.close(fd)
+
+    def clear(self) -> None:
+        try:
+            while os.read(self.read_fd, 256):
+                pass
+        except BlockingIOError:
+            pass
+
+
+def _terminal_sent_it(signum: int) -> bool:
+    if signum != signal.SIGINT:
+        return False
+    try:
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return False
+
+
+class Recorder:
+    """One recording. ``run()`` returns the result; errors are ProfilerError sentences."""
+
+    def __init__(self, opts: RecordOptions, stderr: TextIO = sys.stderr) -> None:
+        self.opts = opts
+        self.stderr = stderr
+        self.page_size = os.sysconf("SC_PAGE_SIZE")
+        self.session = Session(opts.data_pages, self.page_size)
+        self.child: Child | None = None
+        self.threads: list[Thread] = []
+        self.events: list[OpenedEvent] = []
+        self.notices: list[str] = []
+        self.synth_files: set[str] = set()
+
+    # setup ---------------------------------------------------------------------------------
+
+    def _pids_to_open(self) -> list[int]:
+        if self.child is not None:
+            return [self.child.pid]
+        if self.threads:
+            return [t.tid for t in self.threads]
+        return [-1]
+
+    def _open_events(self, specs: list[EventSpec], cpus: list[int]) -> None:
+        command = self.child is not None
+        inherit = self.opts.inherit and (command or bool(self.opts.pids))
+        data_size = self.opts.data_pages * self.page_size
+        for index, spec in enumerate(specs):
+            attr = build_attr(spec, self.opts, tracking=index == 0, several=len(specs) > 1,
+                              enable_on_exec=command, inherit=inherit, data_size=data_size)
+            self.events.append(OpenedEvent(spec.name, attr))
+        opened_any = False
+        for cpu in cpus:
+            for event in self.events:
+                for pid in self._pids_to_open():
+                    try:
+                        self.session.open(event, pid, cpu)
+                        opened_any = True
+                    except RecordError:
+                        if pid > 0 and self.threads and not os.path.exists(f"/proc/{pid}"):
+                            continue  # the thread exited since we listed it
+                        raise
+        if not opened_any:
+            raise RecordError("every target thread exited before recording could start.")
+        self.notices.extend(dict.fromkeys(self.session.notices))
+
+    def _target_dict(self) -> dict[str, Any]:
+        o = self.opts
+        return {
+            "command": list(o.command) if o.command else None,
+            "pids": list(o.pids),
+            "tids": list(o.tids),
+            "system_wide": o.system_wide,
+            "cpus": list(o.cpus) if o.cpus is not None else None,
+        }
+
+    def _header(self) -> dict[str, Any]:
+        events = [
+            {"name": e.name, "attr": attr_to_dict(e.attr), "ids": list(e.ids)} for e in self.events
+        ]
+        cmdline = list(self.opts.cmdline) or list(sys.argv)
+        return metadata.build_header(target=self._target_dict(), events=events, cmdline=cmdline)
+
+    def _layout(self) -> tuple[R.SampleLayout, int]:
+        first = self.events[0]
+        layout = R.SampleLayout.from_attr(attr_to_dict(first.attr), sys.byteorder)
+        return layout, first.ids[0] if first.ids else 0
+
+    def _kernel_wanted(self) -> bool:
+        return any(not e.attr.exclude_kernel for e in self.events)
+
+    def _write_host_facts(self, writer: CaptureWriter) -> tuple[str, str]:
+        writer.write_meta("kernel", metadata.kernel_info())
+        modules = metadata.read_modules()
+        writer.write_meta("modules", modules)
+        vdso = metadata.vdso_image()
+        if vdso is not None:
+            writer.write_meta("vdso", vdso)
+        kallsyms_text = ""
+        if self._kernel_wanted():
+            kallsyms = metadata.read_kallsyms()
+            writer.write_meta("kallsyms", kallsyms)
+            if kallsyms["hidden"] and not self.opts.quiet:
+                self.notices.append(
+                    "notice: kernel addresses are hidden (kernel.kptr_restrict="
+                    f"{kallsyms['kptr_restrict']}): kernel symbols will not resolve."
+                )
+            kallsyms_text = str(kallsyms["text"])
+        return kallsyms_text, str(modules["text"])
+
+    def _synthesize(self, writer: CaptureWriter, kallsyms_text: str, modules_text: str) -> None:
+        layout, ident = self._layout()
+        records: list[R.Record] = []
+        if kallsyms_text:
+            records.extend(synth.kernel_records(kallsyms_text, modules_text, ident))
+        if self.opts.system_wide:
+            pids = synth.all_pids()
+            records.extend(synth.idle_records(ident))
+        else:
+            pids = sorted({t.pid for t in self.threads})
+        for pid in pids:
+            records.extend(synth.process_records(pid, ident, data_mmaps=self.opts.data_mmaps))
+        for rec in records:
+            if isinstance(rec, R.Mmap2) and rec.filename.startswith("/"):
+                self.synth_files.add(rec.filename)
+        if records:
+            writer.write_synth(synth.encode_all(records, layout))
+
+    # the loop ------------------------------------------------------------------------------
+
+    def _loop(self, writer: CaptureWriter, stopper: Stopper) -> None:
+        deadline = None if self.opts.duration is None else time.monotonic() + self.opts.duration
+        while True:
+            timeout = POLL_MS
+            if deadline is not None:
+                timeout = max(0, min(POLL_MS, int((deadline - time.monotonic()) * 1000) + 1))
+            self.session.wait(timeout)
+            stopper.clear()
+            self.session.drain(writer)
+            if stopper.signal is not None:
+                return
+            if self.child is not None and self.child.poll():
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            if self.child is None and self.threads and self.session.all_hung_up:
+                return
+
+    def _finish(self, writer: CaptureWriter, started: float) -> None:
+        self.session.disable()
+        self.session.drain(writer)
+        stats = self.session.stats
+        writer.write_meta(
+            "buildids",
+            {"entries": metadata.build_id_entries(stats.mmap2_build_ids, stats.mmap2_files | self.synth_files)},
+        )
+        writer.write_meta("lost", {"per_cpu": dict(stats.lost_per_cpu)})
+        summary = {
+            "samples": stats.samples,
+            "lost": stats.lost,
+            "records": {R.record_name(t): n for t, n in sorted(stats.counts.items())},
+            "raw_bytes": stats.raw_bytes,
+            "wakeups": stats.wakeups,
+            "duration_s": round(time.monotonic() - started, 6),
+        }
+        writer.write_meta("stats", summary)
+        writer.close(summary)
+
+    # run -----------------------------------------------------------------------------------
+
+    def run(self) -> RecordResult:
+        opts = self.opts
+        opts.validate()
+        specs, notices = resolve_events(opts)
+        self.notices.extend(notices)
+        cpus = resolve_cpus(opts)
+        if opts.pids:
+            self.threads = threads_of_processes(opts.pids)
+        elif opts.tids:
+            self.threads = threads_by_id(opts.tids)
+        elif opts.command:
+            self.child = Child(opts.command)
+        try:
+            return self._record(specs, cpus)
+        finally:
+            self.session.close()
+            if self.child is not None and self.child.status is None and not self._released:
+                self.child.abandon()
+
+    _released = False
+
+    def _record(self, specs: list[EventSpec], cpus: list[int]) -> RecordResult:
+        self._open_events(specs, cpus)
+        writer = CaptureWriter.create(self.opts.output, self._header())
+        error: ProfilerError | None = None
+        started = time.monotonic()
+        stopper = Stopper(self.child)
+        try:
+            kallsyms_text, modules_text = self._write_host_facts(writer)
+            self._print_notices()
+            with _installed(stopper):
+                self.session.register_wakeup(stopper.read_fd)
+                if self.child is not None:
+                    self._released = True
+                    self.child.release()
+                else:
+                    self.session.enable()
+                self._synthesize(writer, kallsyms_text, modules_text)
+                try:
+                    self._loop(writer, stopper)
+                finally:
+                    self.session.disable()
+            self._finish(writer, started)
+        except DiskFullError as exc:
+            error = exc
+            self.session.disable()
+            writer.abort()
+        except BaseException:
+            writer.abort()
+            if self.child is not None and self._released:
+                self.child.kill(signal.SIGTERM)
+                self.child.wait()
+            raise
+        result = RecordResult(
+            exit_code=0,
+            path=self.opts.output,
+            samples=self.session.stats.samples,
+            lost=self.session.stats.lost,
+            bytes_written=writer.bytes_written,
+            lost_per_cpu=dict(self.session.stats.lost_per_cpu),
+            notices=self.notices,
+        )
+        self.session.close()
+        result.exit_code = self._wait_for_command(stopper.signal, error is not None)
+        if error is not None:
+            raise error
+        return result
+
+    def _print_notices(self) -> None:
+        if not self.opts.quiet:
+            for notice in self.notices:
+                print(notice, file=self.stderr)
+
+    def _wait_for_command(self, stopped_by: int | None, failed: bool) -> int:
+        """The command's exit status becomes ours; a command still running when recording
+        ended by --duration is sent SIGTERM (as perf does); after a full disk it is left to
+        finish undisturbed."""
+        if self.child is None:
+            return 0
+        if not failed and stopped_by is None and self.child.status is None:
+            self.child.kill(signal.SIGTERM)
+        return self.child.exit_code()
+
+
+@contextmanager
+def _installed(stopper: Stopper) -> Iterator[None]:
+    stopper.install()
+    try:
+        yield
+    finally:
+        stopper.restore()
+
+
+def record(opts: RecordOptions, stderr: TextIO = sys.stderr) -> RecordResult:
+    """Record according to ``opts``; print notices and the closing line unless quiet."""
+    result = Recorder(opts, stderr).run()
+    if not opts.quiet:
+        print(result.closing_line(), file=stderr)
+        if result.lost:
+            print(
+                f"[ profiler record: {result.lost} samples were lost because the ring buffers "
+                "filled up: use a larger -m or a lower -F ]",
+                file=stderr,
+            )
+    return result
+

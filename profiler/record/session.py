@@ -1,0 +1,228 @@
+"""Open the events, map one ring buffer per CPU, and copy raw records into the capture.
+
+Layout (DESIGN.md, measured): ``inherit`` together with ``mmap`` needs one event per CPU
+(pid = the target, cpu = each CPU), and PERF_EVENT_IOC_SET_OUTPUT only joins events on the
+same CPU, so each CPU has one ring buffer: the first event opened on that CPU owns the mmap
+and every other event on the CPU (other event kinds, other threads) is redirected into it.
+
+The loop poll()s every event fd plus a signal wakeup pipe. The kernel wakes us when a
+buffer's fill crosses ``wakeup_watermark`` (set with ``watermark = 1``); a pass then copies
+``[data_tail, data_head)`` of every buffer into one RAW frame per buffer, stores data_tail,
+and writes a ROUND marker. The only look at the bytes is a walk over record headers that
+counts samples and LOST records and picks MMAP2 records' file names for the build-id table.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import select
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from profiler.errors import EventError, PermissionDeniedError, ProfilerError, RecordError
+from profiler.format import records as R
+from profiler.format.attr import perf_event_attr
+from profiler.format.container import CaptureWriter
+from profiler.record import perf_event
+from profiler.record.ringbuf import RingBuffer
+
+_HDR = struct.Struct("=IHH")
+_U64 = struct.Struct("=Q")
+_MMAP2_FILENAME = 8 + 64  # header + pid/tid/addr/len/pgoff/union(24)/prot/flags
+_MMAP2_BUILD_ID = 8 + 32  # build_id_size u8, 3 reserved bytes, build_id[20]
+
+
+@dataclass
+class StreamStats:
+    """What the header walk saw: per record type counts, lost samples per CPU, MMAP2 files."""
+
+    counts: dict[int, int] = field(default_factory=dict)
+    lost_per_cpu: dict[int, int] = field(default_factory=dict)
+    mmap2_build_ids: dict[str, bytes] = field(default_factory=dict)
+    mmap2_files: set[str] = field(default_factory=set)
+    raw_bytes: int = 0
+    wakeups: int = 0
+
+    @property
+    def samples(self) -> int:
+        return self.counts.get(R.PERF_RECORD_SAMPLE, 0)
+
+    @property
+    def lost(self) -> int:
+        return sum(self.lost_per_cpu.values())
+
+    def scan(self, cpu: int, buf: bytes | memoryview) -> None:
+        """Walk the record headers of whole kernel records in ``buf``."""
+        counts = self.counts
+        unpack = _HDR.unpack_from
+        pos, end = 0, len(buf)
+        while pos + 8 <= end:
+            rtype, misc, size = unpack(buf, pos)
+            if size < 8:
+                break
+            counts[rtype] = counts.get(rtype, 0) + 1
+            if rtype == R.PERF_RECORD_LOST:
+                lost = _U64.unpack_from(buf, pos + 16)[0]
+                self.lost_per_cpu[cpu] = self.lost_per_cpu.get(cpu, 0) + lost
+            elif rtype == R.PERF_RECORD_LOST_SAMPLES:
+                lost = _U64.unpack_from(buf, pos + 8)[0]
+                self.lost_per_cpu[cpu] = self.lost_per_cpu.get(cpu, 0) + lost
+            elif rtype == R.PERF_RECORD_MMAP2:
+                self._mmap2(buf, pos, size, misc)
+            pos += size
+        self.raw_bytes += end
+
+    def _mmap2(self, buf: bytes | memoryview, pos: int, size: int, misc: int) -> None:
+        raw = bytes(buf[pos + _MMAP2_FILENAME : pos + size])
+        name = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        if not name.startswith("/"):
+            return
+        if misc & R.PERF_RECORD_MISC_MMAP_BUILD_ID:
+            n = buf[pos + _MMAP2_BUILD_ID]
+            bid = bytes(buf[pos + _MMAP2_BUILD_ID + 4 : pos + _MMAP2_BUILD_ID + 4 + min(n, 20)])
+            if bid:
+                self.mmap2_build_ids[name] = bid
+                return
+        self.mmap2_files.add(name)
+
+
+@dataclass
+class OpenedEvent:
+    """One event spec as opened: its final attr and the kernel ids of all its fds."""
+
+    name: str
+    attr: perf_event_attr
+    ids: list[int] = field(default_factory=list)
+
+
+class Session:
+    """Every perf event fd of a recording, the per-CPU ring buffers, and the poll loop."""
+
+    def __init__(self, data_pages: int, page_size: int) -> None:
+        self.data_pages = data_pages
+        self.page_size = page_size
+        self.fds: list[int] = []
+        self.rings: dict[int, tuple[int, mmap.mmap, RingBuffer]] = {}  # cpu -> (fd, map, ring)
+        self.stats = StreamStats()
+        self.notices: list[str] = []
+        self._poller = select.poll()
+        self._live: set[int] = set()
+
+    # opening -------------------------------------------------------------------------------
+
+    def open(self, event: OpenedEvent, pid: int, cpu: int) -> int:
+        """Open ``event`` for (pid, cpu) with perf's fallbacks, attach it to the CPU's ring."""
+        fd = self._open_with_fallbacks(event, pid, cpu)
+        self.fds.append(fd)
+        try:
+            event.ids.append(perf_event.event_id(fd))
+            if cpu in self.rings:
+                perf_event.set_output(fd, self.rings[cpu][0])
+            else:
+                self._map(fd, cpu)
+        except ProfilerError:
+            raise
+        self._poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+        self._live.add(fd)
+        return fd
+
+    def _open_with_fallbacks(self, event: OpenedEvent, pid: int, cpu: int) -> int:
+        attr = event.attr
+        try:
+            return perf_event.perf_event_open(attr, pid, cpu, event_name=event.name)
+        except EventError:
+            if not attr.build_id:
+                raise
+            # MMAP2 with build_id needs Linux 5.12; older kernels reject the bit with EINVAL.
+            attr.build_id = 0
+            self.notices.append("notice: this kernel cannot put build-ids in MMAP2 records; "
+                                "reading them from the files instead.")
+            return self._open_with_fallbacks(event, pid, cpu)
+        except PermissionDeniedError:
+            if attr.exclude_kernel or pid == -1 or (perf_event.read_paranoid() or 0) < 2:
+                raise
+            # perf_event_paranoid 2 allows user-space measurements only: fall back like perf.
+            attr.exclude_kernel = 1
+            self.notices.append("notice: kernel.perf_event_paranoid allows user space only; "
+                                "kernel samples are excluded.")
+            return perf_event.perf_event_open(attr, pid, cpu, event_name=event.name)
+
+    def _map(self, fd: int, cpu: int) -> None:
+        size = (1 + self.data_pages) * self.page_size
+        try:
+            buf = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as exc:
+            raise RecordError(
+                f"cannot map a {size // 1024} KiB ring buffer for CPU {cpu} ({exc.strerror}): "
+                "use a smaller -m, or raise kernel.perf_event_mlock_kb."
+            ) from None
+        self.rings[cpu] = (fd, buf, RingBuffer(buf, self.page_size))
+
+    # control -------------------------------------------------------------------------------
+
+    def enable(self) -> None:
+        for fd in self.fds:
+            perf_event.enable(fd)
+
+    def disable(self) -> None:
+        for fd in self.fds:
+            try:
+                perf_event.disable(fd)
+            except RecordError:
+                pass
+
+    # the loop ------------------------------------------------------------------------------
+
+    def register_wakeup(self, fd: int) -> None:
+        self._poller.register(fd, select.POLLIN)
+
+    def wait(self, timeout_ms: int) -> list[int]:
+        """poll() every fd; forget fds that hung up (their task exited). Returns ready fds."""
+        ready = []
+        for fd, mask in self._poller.poll(timeout_ms):
+            if mask & (select.POLLHUP | select.POLLERR) and fd in self._live:
+                self._poller.unregister(fd)
+                self._live.discard(fd)
+            ready.append(fd)
+        self.stats.wakeups += 1
+        return ready
+
+    @property
+    def all_hung_up(self) -> bool:
+        return bool(self.fds) and not self._live
+
+    def drain(self, writer: CaptureWriter) -> int:
+        """One pass over every ring buffer; a ROUND marker when anything was copied."""
+        copied = 0
+        for cpu, (_, _, ring) in self.rings.items():
+            copied += ring.drain(self._sink(writer, cpu))
+        if copied:
+            writer.write_round()
+        return copied
+
+    def _sink(self, writer: CaptureWriter, cpu: int) -> Callable[..., None]:
+        def sink(*chunks: memoryview) -> None:
+            if len(chunks) == 2:  # wrapped: join so the header walk sees whole records
+                data = bytes(chunks[0]) + bytes(chunks[1])
+                self.stats.scan(cpu, data)
+                writer.write_raw(cpu, data)
+            else:
+                self.stats.scan(cpu, chunks[0])
+                writer.write_raw(cpu, *chunks)
+
+        return sink
+
+    def close(self) -> None:
+        for _, buf, ring in self.rings.values():
+            ring.release()
+            buf.close()
+        self.rings.clear()
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds.clear()
+        self._live.clear()

@@ -1,0 +1,201 @@
+"""Records for what existed before recording began, synthesized from /proc.
+
+The kernel reports a COMM, FORK or MMAP2 only when it happens; for processes that were
+already running (``-p``, ``-a``) the recorder writes them itself, as perf does: per thread a
+COMM from ``/proc/PID/task/TID/comm`` (and a FORK from the process's main thread for every
+other thread), per process an MMAP2 for each executable mapping in ``/proc/PID/maps`` (data
+mappings too with ``--data-mmaps``), plus the kernel's own map, an MMAP of
+``[kernel.kallsyms]_text`` starting at ``_text`` from /proc/kallsyms, and one per module from
+/proc/modules. Records are encoded with the first event's layout (``sample_id_all``
+trailer included, time 0) so the reader decodes them like kernel records.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from profiler.format import records as R
+
+PROC = Path("/proc")
+KERNEL_PID = 0xFFFFFFFF  # perf's pid -1 for kernel maps, as the u32 it is on disk
+KERNEL_MAP_NAME = "[kernel.kallsyms]_text"
+PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
+MAP_SHARED, MAP_PRIVATE = 1, 2
+
+
+@dataclass(frozen=True)
+class MapEntry:
+    """One line of /proc/PID/maps."""
+
+    start: int
+    end: int
+    perms: str
+    pgoff: int
+    maj: int
+    min: int
+    ino: int
+    path: str
+
+    @property
+    def prot(self) -> int:
+        return (
+            (PROT_READ if "r" in self.perms else 0)
+            | (PROT_WRITE if "w" in self.perms else 0)
+            | (PROT_EXEC if "x" in self.perms else 0)
+        )
+
+    @property
+    def flags(self) -> int:
+        return MAP_SHARED if "s" in self.perms else MAP_PRIVATE
+
+    @property
+    def executable(self) -> bool:
+        return "x" in self.perms
+
+
+def parse_maps_line(line: str) -> MapEntry | None:
+    """``start-end perms offset maj:min inode [path]`` (proc(5)); None for a malformed line."""
+    parts = line.split(None, 5)
+    if len(parts) < 5:
+        return None
+    try:
+        start_s, _, end_s = parts[0].partition("-")
+        maj_s, _, min_s = parts[3].partition(":")
+        return MapEntry(
+            start=int(start_s, 16),
+            end=int(end_s, 16),
+            perms=parts[1],
+            pgoff=int(parts[2], 16),
+            maj=int(maj_s, 16),
+            min=int(min_s, 16),
+            ino=int(parts[4]),
+            path=parts[5].rstrip("\n") if len(parts) > 5 else "",
+        )
+    except ValueError:
+        return None
+
+
+def read_maps(pid: int, proc: Path = PROC) -> list[MapEntry]:
+    try:
+        text = (proc / str(pid) / "maps").read_text(errors="replace")
+    except OSError:
+        return []
+    return [e for e in map(parse_maps_line, text.splitlines()) if e is not None]
+
+
+def mapping_name(entry: MapEntry) -> str:
+    """perf's names: the file, ``[vdso]``-style pseudo names, ``//anon`` for anonymous text."""
+    return entry.path or "//anon"
+
+
+def read_comm(pid: int, tid: int | None = None, proc: Path = PROC) -> str | None:
+    base = proc / str(pid) if tid is None else proc / str(pid) / "task" / str(tid)
+    try:
+        return (base / "comm").read_text(errors="replace").rstrip("\n")
+    except OSError:
+        return None
+
+
+def thread_ids(pid: int, proc: Path = PROC) -> list[int]:
+    try:
+        return sorted(int(t.name) for t in (proc / str(pid) / "task").iterdir() if t.name.isdigit())
+    except OSError:
+        return []
+
+
+def all_pids(proc: Path = PROC) -> list[int]:
+    return sorted(int(p.name) for p in proc.iterdir() if p.name.isdigit())
+
+
+def _sid(pid: int, tid: int, ident: int) -> R.SampleId:
+    return R.SampleId(pid=pid, tid=tid, time=0, id=ident, cpu=0, res=0, identifier=ident)
+
+
+def process_records(
+    pid: int, ident: int, *, data_mmaps: bool = False, proc: Path = PROC
+) -> Iterator[R.Record]:
+    """COMM (+ FORK per extra thread) and MMAP2 records for one running process."""
+    comm = read_comm(pid, proc=proc)
+    if comm is None:
+        return  # it exited meanwhile
+    yield R.Comm(pid, pid, comm, misc=R.PERF_RECORD_MISC_USER, sample_id=_sid(pid, pid, ident))
+    for tid in thread_ids(pid, proc):
+        if tid == pid:
+            continue
+        yield R.Fork(pid, pid, tid, pid, 0, misc=R.PERF_RECORD_MISC_USER, sample_id=_sid(pid, tid, ident))
+        tcomm = read_comm(pid, tid, proc) or comm
+        yield R.Comm(pid, tid, tcomm, misc=R.PERF_RECORD_MISC_USER, sample_id=_sid(pid, tid, ident))
+    for entry in read_maps(pid, proc):
+        if not entry.executable and not (data_mmaps and entry.path):
+            continue
+        misc = R.PERF_RECORD_MISC_USER | (0 if entry.executable else R.PERF_RECORD_MISC_MMAP_DATA)
+        yield R.Mmap2(
+            pid, pid, entry.start, entry.end - entry.start, entry.pgoff,
+            entry.maj, entry.min, entry.ino, 0, entry.prot, entry.flags, mapping_name(entry),
+            misc=misc, sample_id=_sid(pid, pid, ident),
+        )
+
+
+def idle_records(ident: int) -> Iterator[R.Record]:
+    """pid 0 is the idle task; system-wide samples land there (perf names it swapper)."""
+    yield R.Comm(0, 0, "swapper", misc=R.PERF_RECORD_MISC_KERNEL, sample_id=_sid(0, 0, ident))
+
+
+def kernel_text_address(kallsyms_text: str) -> int | None:
+    """``_text`` from /proc/kallsyms (None when missing or hidden as 0 by kptr_restrict)."""
+    for line in kallsyms_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] in ("_text", "_stext"):
+            address = int(parts[0], 16)
+            return address or None
+    return None
+
+
+def parse_modules(modules_text: str) -> list[tuple[str, int, int]]:
+    """(name, address, size) per line of /proc/modules (``name size refs deps state addr``)."""
+    out = []
+    for line in modules_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 6:
+            try:
+                address = int(parts[5], 16)
+                size = int(parts[1])
+            except ValueError:
+                continue
+            if address:
+                out.append((parts[0], address, size))
+    return out
+
+
+def kernel_records(kallsyms_text: str, modules_text: str, ident: int) -> Iterator[R.Record]:
+    """The kernel map (to the end of the address space, pgoff = start, as perf does) and modules."""
+    text = kernel_text_address(kallsyms_text)
+    sid = _sid(KERNEL_PID, 0, ident)
+    if text is not None:
+        yield R.Mmap(KERNEL_PID, 0, text, (1 << 64) - text, text, KERNEL_MAP_NAME,
+                     misc=R.PERF_RECORD_MISC_KERNEL, sample_id=sid)
+    for name, address, size in parse_modules(modules_text):
+        yield R.Mmap(KERNEL_PID, 0, address, size, 0, f"[{name}]",
+                     misc=R.PERF_RECORD_MISC_KERNEL, sample_id=sid)
+
+
+def encode_all(records: Iterable[R.Record], layout: R.SampleLayout) -> bytes:
+    return b"".join(R.encode(rec, layout) for rec in records)
+
+
+def host_byte_order() -> str:
+    return sys.byteorder
+
+
+def mapped_files(pids: Iterable[int], proc: Path = PROC) -> set[str]:
+    """Every file-backed executable mapping of the given processes."""
+    out: set[str] = set()
+    for pid in pids:
+        for entry in read_maps(pid, proc):
+            if entry.executable and entry.path.startswith("/"):
+                out.add(entry.path)
+    return out
+

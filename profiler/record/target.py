@@ -1,0 +1,190 @@
+"""What to record: a command we start, running processes or threads, or whole CPUs.
+
+A command is forked at once but held on a pipe until its events exist; then it is released
+and execs, so ``enable_on_exec`` starts counting exactly at the exec ("enable_on_exec: next
+exec enables", perf_event.h) and nothing of the recorder's own fork is sampled. A failed exec
+is reported back through a close-on-exec pipe, so a missing command is an error of ours
+(exit 127, like a shell) rather than a silent child exit.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from profiler.errors import CommandNotFoundError, PermissionDeniedError, RecordError, UsageError
+
+PROC = Path("/proc")
+
+
+def resolve_command(argv: tuple[str, ...]) -> str:
+    """The executable ``argv[0]`` names, found like execvp would; or a one-sentence error."""
+    name = argv[0]
+    if "/" in name:
+        path = Path(name)
+        if not path.exists():
+            raise CommandNotFoundError(f"{name}: command not found.")
+        if path.is_dir() or not os.access(path, os.X_OK):
+            raise CommandNotFoundError(f"{name}: permission denied (not an executable file).")
+        return name
+    found = shutil.which(name)
+    if found is None:
+        raise CommandNotFoundError(f"{name}: command not found.")
+    return found
+
+
+class Child:
+    """A forked command waiting for ``release()`` before it execs."""
+
+    def __init__(self, argv: tuple[str, ...]) -> None:
+        self.argv = argv
+        self.path = resolve_command(argv)
+        go_r, self._go_w = os.pipe()
+        self._err_r, err_w = os.pipe()
+        self.status: int | None = None
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child
+            self._child_main(go_r, err_w)
+        self.pid = pid
+        os.close(go_r)
+        os.close(err_w)
+
+    def _child_main(self, go_r: int, err_w: int) -> None:
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            os.close(self._go_w)
+            os.close(self._err_r)
+            if os.read(go_r, 1) != b"g":
+                os._exit(127)  # the recorder gave up before starting us
+            os.close(go_r)
+            os.execv(self.path, list(self.argv))
+        except OSError as exc:
+            try:
+                os.write(err_w, struct.pack("=i", exc.errno or errno.ENOEXEC))
+            finally:
+                os._exit(127)
+        except BaseException:
+            pass
+        os._exit(127)
+
+    def release(self) -> None:
+        """Let the child exec; raise if the exec failed."""
+        os.write(self._go_w, b"g")
+        os.close(self._go_w)
+        self._go_w = -1
+        data = os.read(self._err_r, 4)
+        os.close(self._err_r)
+        self._err_r = -1
+        if data:
+            (err,) = struct.unpack("=i", data.ljust(4, b"\0"))
+            self.wait()
+            raise CommandNotFoundError(f"{self.argv[0]}: cannot execute: {os.strerror(err)}.")
+
+    def abandon(self) -> None:
+        """The recorder failed before release: the child exits without running anything."""
+        if self._go_w >= 0:
+            os.close(self._go_w)
+            self._go_w = -1
+        if self._err_r >= 0:
+            os.close(self._err_r)
+            self._err_r = -1
+        self.wait()
+
+    def poll(self) -> bool:
+        """True once the child has exited (its status is then in ``status``)."""
+        if self.status is not None:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            self.status = 0
+            return True
+        if pid == 0:
+            return False
+        self.status = status
+        return True
+
+    def wait(self) -> int:
+        while self.status is None:
+            try:
+                _, self.status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.status = 0
+            except InterruptedError:  # pragma: no cover - PEP 475 retries
+                continue
+        return self.status
+
+    def kill(self, sig: int) -> None:
+        if self.status is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def exit_code(self) -> int:
+        """The shell's view: the exit status, or 128 + the signal that killed it."""
+        status = self.wait()
+        if os.WIFSIGNALED(status):
+            return 128 + os.WTERMSIG(status)
+        return os.WEXITSTATUS(status)
+
+
+@dataclass(frozen=True)
+class Thread:
+    pid: int  # thread group id
+    tid: int
+
+
+def _check_process(pid: int, what: str) -> Path:
+    path = PROC / str(pid)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise RecordError(f"{what} {pid} does not exist.") from None
+    euid = os.geteuid()
+    if euid != 0 and st.st_uid != euid:
+        raise PermissionDeniedError(
+            f"{what} {pid} belongs to another user: profiling it needs root or CAP_PERFMON."
+        )
+    return path
+
+
+def tgid_of(tid: int) -> int:
+    try:
+        for line in (PROC / str(tid) / "status").read_text().splitlines():
+            if line.startswith("Tgid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return tid
+
+
+def threads_of_processes(pids: tuple[int, ...]) -> list[Thread]:
+    """Every thread of each process (``-p``)."""
+    out: list[Thread] = []
+    for pid in pids:
+        path = _check_process(pid, "process")
+        if tgid_of(pid) != pid:
+            raise UsageError(f"{pid} is a thread of process {tgid_of(pid)}, not a process: use -t {pid}.")
+        try:
+            tids = sorted(int(t.name) for t in (path / "task").iterdir())
+        except OSError:
+            raise RecordError(f"process {pid} does not exist.") from None
+        out.extend(Thread(pid, tid) for tid in tids)
+    return out
+
+
+def threads_by_id(tids: tuple[int, ...]) -> list[Thread]:
+    """The listed threads only (``-t``)."""
+    out = []
+    for tid in tids:
+        _check_process(tid, "thread")
+        out.append(Thread(tgid_of(tid), tid))
+    return out
