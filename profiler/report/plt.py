@@ -53,22 +53,24 @@ def _relocated_slots(
     dynsym_index = next(i for i, s in enumerate(elf.sections) if s.sh_type == "SHT_DYNSYM")
     slots: dict[int, bytes] = {}
     ordered: list[bytes] = []
+    wanted = np.array(types, dtype=np.uint64)
     for sec in elf.sections:
         if sec.sh_type not in ("SHT_RELA", "SHT_REL") or sec.sh_link != dynsym_index:
             continue
-        for r_offset, r_sym, r_type in _relocations(elf, sec):
-            if r_type not in types or not 0 < r_sym < syms.shape[0]:
-                continue
-            name = _cstring(strtab, int(syms["st_name"][r_sym]))
+        r_offset, r_sym, r_type = _relocations(elf, sec)
+        keep = np.isin(r_type, wanted) & (r_sym > 0) & (r_sym < syms.shape[0])
+        is_jump_slot = sec.name.endswith(".plt")
+        for off, sym, rtype in zip(r_offset[keep].tolist(), r_sym[keep].tolist(), r_type[keep].tolist()):
+            name = _cstring(strtab, int(syms["st_name"][sym]))
             if name:
-                slots.setdefault(r_offset, name)
-                if r_type == types[0] and sec.name.endswith(".plt"):
+                slots.setdefault(off, name)
+                if rtype == types[0] and is_jump_slot:
                     ordered.append(name)
     return slots, ordered
 
 
-def _relocations(elf: ElfFile, sec: SectionHeader) -> list[tuple[int, int, int]]:
-    """``(r_offset, symbol index, type)`` of every entry, read in bulk."""
+def _relocations(elf: ElfFile, sec: SectionHeader) -> tuple[npt.NDArray[np.uint64], ...]:
+    """``r_offset``, symbol index and type arrays of a relocation section, read in bulk."""
     order = "<" if elf.little_endian else ">"
     word = "u8" if elf.elfclass == 64 else "u4"
     fields = [("r_offset", order + word), ("r_info", order + word)]
@@ -82,7 +84,7 @@ def _relocations(elf: ElfFile, sec: SectionHeader) -> list[tuple[int, int, int]]
         r_sym, r_type = info >> np.uint64(32), info & np.uint64(0xFFFFFFFF)
     else:
         r_sym, r_type = info >> np.uint64(8), info & np.uint64(0xFF)
-    return list(zip(rel["r_offset"].tolist(), r_sym.tolist(), r_type.tolist()))
+    return rel["r_offset"].astype(np.uint64), r_sym, r_type
 
 
 def _x86_entries(elf: ElfFile, sec: SectionHeader, slots: dict[int, bytes]) -> list[PltEntry]:

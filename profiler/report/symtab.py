@@ -18,7 +18,8 @@ Rules applied by :meth:`SymbolTable.build` (the same for every symbol source):
 * **Zero-size symbols** cover up to the next symbol's start, but never past their
   *limit* (for ELF: the end of the symbol's section), like perf's end fix-up.
 * **Overlapping sized symbols**: an address past the end of the last symbol starting at
-  or before it is given to the earlier symbol reaching furthest, if that one covers it.
+  or before it is given to the symbol reaching furthest among those starting at or
+  before it (the latest of them on a tie), if that one covers it.
 """
 
 from __future__ import annotations
@@ -328,13 +329,11 @@ def _break_ties(
 ) -> None:
     """Resolve groups with several lowest-rank aliases by (name length, name bytes)."""
     strtab = cand.strtab
-    groups = np.searchsorted(group_start, tied_rows, side="right") - 1
-    for g in np.unique(groups).tolist():
+    groups, counts = np.unique(np.searchsorted(group_start, tied_rows, side="right") - 1, return_counts=True)
+    for g, extra in zip(groups.tolist(), counts.tolist()):
         lo = int(group_start[g])
-        hi = int(tied_rows[groups == g].max()) + 1
         best_key: tuple[int, bytes] | None = None
-        for row in range(lo, hi):
-            pos = int(order[row])
+        for pos in order[lo : lo + extra + 1].tolist():
             off = int(cand.name_off[pos])
             end = strtab.find(b"\0", off)
             name = strtab[off : len(strtab) if end < 0 else end]
