@@ -156,7 +156,7 @@ def reference_lookup(rows: list[tuple[int, int, str, int]], addr: int) -> tuple[
         members = groups[start]
         best = min(members, key=lambda r: (r[3], len(r[2].encode()), r[2].encode()))
         chosen.append((start, max(r[1] for r in members), best[2]))
-    kept = []
+    kept: list[tuple[int, int, str]] = []
     for start, size, name in chosen:
         if size == 0 and any(s < start < s + z for s, z, _ in kept if z):
             continue
