@@ -9,7 +9,7 @@ PROFILER := $(VENV)/bin/profiler
 OUT    ?= out
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv fixtures browser-deps lint typecheck bench bench-decode bench-record bench-report clean
+.PHONY: demo test venv fixtures browser-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph clean
 
 venv: $(STAMP)
 
@@ -44,7 +44,7 @@ test: venv browser-deps
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-decode bench-record bench-report
+bench: bench-decode bench-record bench-report bench-flamegraph
 
 bench-decode: venv
 	$(PY) benchmarks/bench_decode.py
@@ -54,6 +54,9 @@ bench-record: venv fixtures
 
 bench-report: venv fixtures
 	$(PY) benchmarks/bench_report.py
+
+bench-flamegraph: venv
+	$(PY) benchmarks/bench_flamegraph.py
 
 clean:
 	rm -rf $(VENV) $(OUT) fixtures/build .pytest_cache .mypy_cache

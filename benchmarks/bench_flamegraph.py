@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from profiler.report.render import (
     FlameGraphOptions,
@@ -64,7 +65,7 @@ def synthetic_stacks(count: int, total: int, seed: int = 1) -> list[StackSample]
     stacks: list[tuple[Frame, ...]] = []
     while len(stacks) < count:
         depth = rng.randint(5, 13)
-        fn = rng.randrange(len(pool))
+        fn = min(int(rng.expovariate(1 / 25)), 399)  # a few hot entry points, a long tail
         frames = list(top)
         for _ in range(depth):
             frames.append(pool[fn])
@@ -87,30 +88,39 @@ def synthetic_stacks(count: int, total: int, seed: int = 1) -> list[StackSample]
     ]
 
 
-def first_paint_ms(path: Path) -> tuple[float, int, int] | str:
-    """(first paint ms, frames drawn, requests) for the page, or why it could not be timed."""
+def first_paint_ms(path: Path) -> tuple[list[float], int, int] | str:
+    """(first paint ms of a cold and two warm loads, frames drawn, requests other than the
+    page) in headless Chromium, or why it could not be measured."""
     if not os.path.exists(CHROMIUM):
         return f"{CHROMIUM} not installed (make browser-deps)"
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         return "playwright not installed"
+    requests: list[str] = []
+
+    def route(route: Any) -> None:
+        requests.append(route.request.url)
+        if route.request.url == path.as_uri():
+            route.continue_()
+        else:
+            route.abort()
+
+    times: list[float] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 900})
-            requests: list[str] = []
-            page.route("**/*", lambda route: (requests.append(route.request.url),
-                                              route.continue_() if route.request.url.startswith("file:")
-                                              else route.abort()))
-            page.goto(path.as_uri())
-            page.wait_for_selector("html[data-fg-ready]")
-            ms = float(page.evaluate("window.flamegraph.firstPaintMs"))
-            drawn = int(page.evaluate("window.flamegraph.drawn().length"))
-            extra = sum(1 for url in requests if url != path.as_uri())
-            return ms, drawn, extra
+            for _ in range(3):
+                page = browser.new_page(viewport={"width": 1600, "height": 900})
+                page.route("**/*", route)
+                page.goto(path.as_uri())
+                page.wait_for_function("window.flamegraph && window.flamegraph.firstPaintMs >= 0")
+                times.append(float(page.evaluate("window.flamegraph.firstPaintMs")))
+                drawn = int(page.evaluate("window.flamegraph.drawn().length"))
+                page.close()
         finally:
             browser.close()
+    return times, drawn, sum(1 for url in requests if url != path.as_uri())
 
 
 def main() -> int:
@@ -154,9 +164,10 @@ def main() -> int:
     if isinstance(result, str):
         print(f"first paint: not measured: {result}")
     else:
-        ms, drawn, extra = result
-        print(f"first paint: {ms:.0f} ms in headless Chromium, {drawn:,} frames drawn, "
-              f"{extra} network requests (target < 1000 ms: {ms / 1000:.2f} of budget)")
+        times, drawn, extra = result
+        print(f"first paint: {times[0]:.0f} ms cold, {min(times[1:]):.0f} ms warm in headless "
+              f"Chromium (from navigation start), {drawn:,} frames drawn, {extra} network "
+              f"requests (target < 1000 ms: {times[0] / 1000:.2f} of budget)")
     return 0
 
 

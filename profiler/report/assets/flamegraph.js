@@ -87,7 +87,7 @@
   var matchedLabel = document.getElementById('fg-matched');
   var defaultDetails = details.textContent;
 
-  var state = { zoom: 0, inverted: false, matched: null, matchedValue: 0, hover: -1 };
+  var state = { zoom: 0, inverted: false, matched: null, matchedValue: 0 };
   // What the last draw put on screen (CSS pixels), for hit testing and for tests.
   var drawnNode = [], drawnX = [], drawnY = [], drawnW = [], drawnDim = [];
   var charWidth = 7;
@@ -177,11 +177,14 @@
     tooltip.style.top = top + 'px';
   }
 
+  var lastMouse = null;  // the pointer over the canvas, to refresh details after a redraw
+
   function zoomTo(i) {
     state.zoom = i;
     resetButton.disabled = i === 0;
     updateMatchedLabel();
     draw();
+    if (lastMouse) showDetails(hit(lastMouse[0], lastMouse[1]), lastMouse[0], lastMouse[1]);
   }
 
   function compileSearch() {
@@ -232,11 +235,14 @@
   }
 
   canvas.addEventListener('mousemove', function (ev) {
+    lastMouse = [ev.clientX, ev.clientY];
     var i = hit(ev.clientX, ev.clientY);
-    state.hover = i;
     showDetails(i, ev.clientX, ev.clientY);
   });
-  canvas.addEventListener('mouseleave', function () { state.hover = -1; showDetails(-1, 0, 0); });
+  canvas.addEventListener('mouseleave', function () {
+    lastMouse = null;
+    showDetails(-1, 0, 0);
+  });
   canvas.addEventListener('click', function (ev) {
     var i = hit(ev.clientX, ev.clientY);
     if (i >= 0) zoomTo(i);
@@ -273,10 +279,15 @@
     inverted: function () { return state.inverted; },
     matchedValue: function () { return state.matched ? state.matchedValue : 0; },
     total: function () { return V[0]; },
+    drawnMs: -1,
     firstPaintMs: -1
   };
 
   draw();
-  window.flamegraph.firstPaintMs = performance.now();
+  window.flamegraph.drawnMs = performance.now();
   document.documentElement.setAttribute('data-fg-ready', '1');
+  // the frame after the first draw has been painted once the next animation frame starts
+  window.requestAnimationFrame(function () {
+    window.requestAnimationFrame(function () { window.flamegraph.firstPaintMs = performance.now(); });
+  });
 })();

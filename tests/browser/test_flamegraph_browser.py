@@ -1,0 +1,265 @@
+"""The HTML flame graph in headless Chromium, opened from disk with the network blocked.
+
+Checks what a user sees: frames drawn with widths proportional to their share, details on
+hover, click to zoom and reset, search with the matched percentage (nested matches counted
+once), the inverted (icicle) layout, and that the page makes no request at all.
+Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from profiler.report.render.flamegraph import FlameGraphOptions, write_flamegraph
+from profiler.report.render.model import Frame, ProfileMeta, StackSample
+
+pytestmark = pytest.mark.browser
+
+LIBC = "libc.so.6"
+META = ProfileMeta("shares: cpu-clock", "./shares 3", "cpu-clock", 1000, 250_000_000, True)
+MATCH_RGB = (224, 64, 224)
+
+
+def user(name: str, dso: str = "shares") -> Frame:
+    return Frame(name, dso, "user")
+
+
+def kernel(name: str) -> Frame:
+    return Frame(name, "[kernel.kallsyms]", "kernel")
+
+
+def sample_profile() -> list[StackSample]:
+    """1000 samples: heavy 60 %, light 30 % (memcpy 10 % inside it), a syscall path 9 % that
+    reaches main without __libc_start_main, 1 % unresolved."""
+    start = (user("_start"), user("__libc_start_main", LIBC), user("main"))
+
+    def s(frames: tuple[Frame, ...], n: int, tid: int = 100) -> StackSample:
+        return StackSample("shares", 100, tid, frames, n, n * 250_000)
+
+    return [
+        s((*start, user("heavy")), 600),
+        s((*start, user("light")), 200),
+        s((*start, user("light"), user("memcpy", LIBC)), 100, tid=101),
+        s((user("_start"), user("main"), user("write", LIBC), kernel("entry_SYSCALL_64"),
+           kernel("do_syscall_64"), kernel("ksys_write")), 90),
+        s((Frame("[unknown]", "[unknown]", "unknown"),), 10),
+    ]
+
+
+@dataclass
+class Viewer:
+    """An open flame graph page and everything it tried to do."""
+
+    page: Any
+    url: str
+    requests: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def drawn(self) -> list[dict[str, Any]]:
+        frames: list[dict[str, Any]] = self.page.evaluate("window.flamegraph.drawn()")
+        return frames
+
+    def frame(self, name: str, dso: str | None = None) -> dict[str, Any]:
+        found = [f for f in self.drawn() if f["name"] == name and (dso is None or f["dso"] == dso)]
+        assert len(found) == 1, f"{name}: drawn {len(found)} times"
+        return found[0]
+
+    def is_drawn(self, name: str) -> bool:
+        return any(f["name"] == name for f in self.drawn())
+
+    def canvas_width(self) -> float:
+        width: float = self.page.evaluate("document.getElementById('fg-canvas').clientWidth")
+        return width
+
+    def centre(self, frame: dict[str, Any]) -> tuple[float, float]:
+        box = self.page.locator("#fg-canvas").bounding_box()
+        return box["x"] + frame["x"] + frame["w"] / 2, box["y"] + frame["y"] + frame["h"] / 2
+
+    def pixel(self, frame: dict[str, Any]) -> tuple[int, int, int, int]:
+        """The canvas pixel at the left part of ``frame`` (away from its label)."""
+        rgba = self.page.evaluate(
+            """([x, y]) => { const c = document.getElementById('fg-canvas');
+                 const r = window.devicePixelRatio || 1;
+                 return Array.from(c.getContext('2d').getImageData(Math.floor(x * r),
+                                   Math.floor(y * r), 1, 1).data); }""",
+            [frame["x"] + min(2.0, frame["w"] / 2), frame["y"] + 1],
+        )
+        return (rgba[0], rgba[1], rgba[2], rgba[3])
+
+    def text(self, selector: str) -> str:
+        content: str = self.page.locator(selector).inner_text()
+        return content
+
+
+@pytest.fixture
+def html_file(tmp_path: Path) -> Path:
+    path = tmp_path / "flame graph.html"
+    with path.open("w", encoding="utf-8") as out:
+        write_flamegraph(sample_profile(), META, out, FlameGraphOptions())
+    return path
+
+
+def open_offline(browser: Any, path: Path) -> Iterator[Viewer]:
+    context = browser.new_context(viewport={"width": 1000, "height": 500}, device_scale_factor=1)
+    page = context.new_page()
+    viewer = Viewer(page, path.as_uri())
+
+    def route(route: Any) -> None:
+        url = route.request.url
+        viewer.requests.append(url)
+        if url == viewer.url:
+            route.continue_()
+        else:
+            route.abort()
+
+    context.route("**/*", route)
+    page.on("request", lambda request: viewer.requests.append(request.url))
+    page.on("pageerror", lambda exc: viewer.problems.append(f"page error: {exc}"))
+    def console(msg: Any) -> None:
+        if msg.type == "error":  # errors only: the tests' own canvas readback draws a warning
+            viewer.problems.append(msg.text)
+
+    page.on("console", console)
+    page.add_init_script(
+        "document.addEventListener('securitypolicyviolation',"
+        " e => console.error('CSP blocked ' + e.blockedURI));")
+    page.goto(viewer.url)
+    page.wait_for_selector("html[data-fg-ready]")
+    try:
+        yield viewer
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def viewer(chromium: Any, html_file: Path) -> Iterator[Viewer]:
+    yield from open_offline(chromium, html_file)
+
+
+def assert_quiet(viewer: Viewer) -> None:
+    """Nothing but the page itself was requested and nothing was logged (CSP violations,
+    script errors and failed loads all reach the console)."""
+    assert set(viewer.requests) <= {viewer.url}, f"network requests: {viewer.requests}"
+    assert viewer.problems == []
+
+
+def test_request_recorder_sees_external_loads(chromium: Any, tmp_path: Path) -> None:
+    """The harness itself: a page that does load something remote is caught."""
+    page_path = tmp_path / "leaky.html"
+    page_path.write_text('<!DOCTYPE html><html data-fg-ready="1"><body>'
+                         '<img src="http://example.invalid/x.png"></body></html>')
+    for leaky in open_offline(chromium, page_path):
+        leaky.page.wait_for_timeout(100)
+        assert "http://example.invalid/x.png" in leaky.requests
+
+
+def test_draws_frames_with_widths_proportional_to_their_share(viewer: Viewer) -> None:
+    assert "shares: cpu-clock" in viewer.text("#fg-title")
+    subtitle = viewer.text("#fg-subtitle")
+    assert "./shares 3" in subtitle and "cpu-clock" in subtitle and "1,000 samples" in subtitle
+    width = viewer.canvas_width()
+    root = viewer.frame("all")
+    assert root["x"] == 0 and abs(root["w"] - width) < 0.5
+    shares = {"heavy": 0.60, "light": 0.30, "memcpy": 0.10, "__libc_start_main": 0.90,
+              "write": 0.09, "ksys_write": 0.09, "[unknown]": 0.01}
+    for name, share in shares.items():
+        assert abs(viewer.frame(name)["w"] - share * width) < 1.0, name
+    heavy, light = viewer.frame("heavy"), viewer.frame("light")
+    assert abs(light["x"] - (heavy["x"] + heavy["w"])) < 0.5  # siblings side by side
+    assert viewer.frame("memcpy")["x"] == light["x"]  # a child starts at its parent
+    # what is on the canvas: opaque rectangles coloured by kind
+    r, g, b, a = viewer.pixel(heavy)
+    assert a == 255 and r > 180 and r > b + 60  # user: warm
+    r, g, b, a = viewer.pixel(viewer.frame("ksys_write"))
+    assert a == 255 and b > r + 40  # kernel: blue
+    r, g, b, a = viewer.pixel(viewer.frame("[unknown]"))
+    assert a == 255 and r == g == b  # unknown: grey
+    assert_quiet(viewer)
+
+
+def test_hover_shows_name_dso_samples_and_percentage(viewer: Viewer) -> None:
+    viewer.page.mouse.move(*viewer.centre(viewer.frame("memcpy")))
+    details = viewer.text("#fg-details")
+    assert "memcpy" in details and "libc.so.6 (user)" in details
+    assert "100 samples" in details and "10.00% of total" in details
+    assert viewer.page.locator("#fg-tooltip").is_visible()
+    assert "memcpy" in viewer.text("#fg-tooltip")
+    viewer.page.mouse.move(1, 1)
+    assert not viewer.page.locator("#fg-tooltip").is_visible()
+    assert_quiet(viewer)
+
+
+def test_click_zooms_into_a_frame_and_reset_restores(viewer: Viewer, artifacts_dir: Path) -> None:
+    width = viewer.canvas_width()
+    assert viewer.page.locator("#fg-reset").is_disabled()
+    viewer.page.mouse.click(*viewer.centre(viewer.frame("light")))
+    light = viewer.frame("light")
+    assert viewer.page.evaluate("window.flamegraph.zoom()") == light["node"]
+    # the pointer is still over light, now full width: details follow the new layout
+    assert "light" in viewer.text("#fg-details")
+    assert "100.00% of zoomed frame" in viewer.text("#fg-details")
+    assert light["x"] == 0 and abs(light["w"] - width) < 0.5 and not light["dimmed"]
+    assert abs(viewer.frame("memcpy")["w"] - width / 3) < 1.0
+    assert not viewer.is_drawn("heavy") and not viewer.is_drawn("ksys_write")
+    main = viewer.frame("main")  # ancestors stay, full width and dimmed
+    assert main["dimmed"] and abs(main["w"] - width) < 0.5
+    viewer.page.mouse.move(*viewer.centre(viewer.frame("memcpy")))
+    assert "33.33% of zoomed frame" in viewer.text("#fg-details")
+    viewer.page.screenshot(path=str(artifacts_dir / "flamegraph-zoomed.png"), full_page=True)
+
+    viewer.page.click("#fg-reset")
+    assert viewer.page.evaluate("window.flamegraph.zoom()") == 0
+    assert abs(viewer.frame("heavy")["w"] - 0.6 * width) < 1.0
+    assert viewer.page.locator("#fg-reset").is_disabled()
+    viewer.page.mouse.click(*viewer.centre(viewer.frame("heavy")))
+    viewer.page.keyboard.press("Escape")
+    assert viewer.page.evaluate("window.flamegraph.zoom()") == 0
+    assert_quiet(viewer)
+
+
+def test_search_highlights_matches_and_counts_nested_weight_once(viewer: Viewer) -> None:
+    search = viewer.page.locator("#fg-search")
+    search.fill("light")
+    assert viewer.text("#fg-matched") == "Matched: 30.00% of total"
+    light = viewer.frame("light")
+    assert light["matched"] and not viewer.frame("heavy")["matched"]
+    assert viewer.pixel(light)[:3] == MATCH_RGB
+
+    # main appears twice (900 + 90 samples) and heavy sits inside main: 99 %, not 159 %
+    viewer.page.check("#fg-regex")
+    search.fill("^(main|heavy)$")
+    assert viewer.text("#fg-matched") == "Matched: 99.00% of total"
+    assert viewer.page.evaluate("window.flamegraph.matchedValue()") == 990
+    assert sum(f["matched"] for f in viewer.drawn()) == 3
+
+    search.fill("(")
+    assert viewer.text("#fg-matched") == "invalid regular expression"
+    assert not any(f["matched"] for f in viewer.drawn())
+    viewer.page.uncheck("#fg-regex")
+    assert viewer.text("#fg-matched") == "Matched: 0.00% of total"  # "(" as a substring
+    search.fill("")
+    assert viewer.text("#fg-matched") == ""
+    assert_quiet(viewer)
+
+
+def test_inverted_toggle_draws_an_icicle(viewer: Viewer, artifacts_dir: Path) -> None:
+    viewer.page.screenshot(path=str(artifacts_dir / "flamegraph.png"), full_page=True)
+    flame_root, flame_leaf = viewer.frame("all"), viewer.frame("ksys_write")
+    heavy_width = viewer.frame("heavy")["w"]
+    assert flame_root["y"] > flame_leaf["y"]  # flame: root at the bottom
+    viewer.page.check("#fg-invert")
+    assert viewer.page.evaluate("window.flamegraph.inverted()") is True
+    root, leaf = viewer.frame("all"), viewer.frame("ksys_write")
+    assert root["y"] == 0 and leaf["y"] == flame_root["y"]  # icicle: root on top
+    assert viewer.frame("heavy")["w"] == heavy_width
+    viewer.page.mouse.click(*viewer.centre(viewer.frame("light")))  # zoom works inverted too
+    assert viewer.frame("light")["x"] == 0
+    viewer.page.screenshot(path=str(artifacts_dir / "flamegraph-inverted.png"), full_page=True)
+    viewer.page.uncheck("#fg-invert")
+    assert viewer.frame("all")["y"] == flame_root["y"]
+    assert_quiet(viewer)
