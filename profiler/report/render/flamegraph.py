@@ -262,7 +262,8 @@ _SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 def read_asset(name: str) -> str:
     """The text of one file in ``profiler/report/assets/``."""
-    return resources.files("profiler").joinpath("report").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+    assets = resources.files("profiler").joinpath("report").joinpath("assets")
+    return assets.joinpath(name).read_text(encoding="utf-8")
 
 
 def weight_unit(weight: Weight, event: str) -> str:
