@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from profiler.errors import UsageError
 from profiler.report.render.flamegraph import (
     FlameGraphOptions,
     FlameTree,
@@ -115,7 +116,7 @@ def test_default_min_width_is_documented_value() -> None:
 
 @pytest.mark.parametrize("bad", [-0.1, 1.0, 2.0])
 def test_min_width_out_of_range_is_rejected(bad: float) -> None:
-    with pytest.raises(ValueError, match="min_width"):
+    with pytest.raises(UsageError, match="--min-width"):
         build_flame_tree(sample_profile(), FlameGraphOptions(min_width=bad))
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal, TextIO
 
+from profiler.errors import UsageError
 from profiler.report.render.model import (
     Frame,
     ProfileMeta,
@@ -248,7 +249,7 @@ def build_flame_tree(
 ) -> FlameTree:
     """Merge ``stacks`` into a call tree, prune it and flatten it in preorder."""
     if not 0.0 <= options.min_width < 1.0:
-        raise ValueError(f"min_width must be in [0, 1), not {options.min_width}")
+        raise UsageError(f"--min-width must be at least 0 and below 1, not {options.min_width}.")
     return _flatten(_build_trie(stacks, options), options)
 
 
