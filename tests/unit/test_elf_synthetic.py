@@ -51,6 +51,8 @@ SYMBOLS = [
 def make_elf(elfclass: int, little: bool, symbols: list[Sym], build_id: bytes | None) -> bytes:
     e = "<" if little else ">"
     wide = elfclass == 64
+    symbols = sorted(symbols, key=lambda s: s.bind != "LOCAL")  # locals first (gABI)
+    first_global = 1 + sum(s.bind == "LOCAL" for s in symbols)
     ehsize, phentsize, shentsize = (64, 56, 64) if wide else (52, 32, 40)
     strtab = b"\0" + b"".join(s.name.encode() + b"\0" for s in symbols)
     name_at, pos = [], 1
@@ -99,7 +101,7 @@ def make_elf(elfclass: int, little: bool, symbols: list[Sym], build_id: bytes | 
         (0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
         (sh_name[1], 1, 6, TEXT_ADDR, TEXT_OFFSET, TEXT_SIZE, 0, 0, 16, 0),
         (sh_name[2], 7, 2, 0, offsets["note"], len(note), 0, 0, 4, 0),
-        (sh_name[3], 2, 0, 0, offsets["symtab"], len(symtab), 4, 1, 8, 24 if wide else 16),
+        (sh_name[3], 2, 0, 0, offsets["symtab"], len(symtab), 4, first_global, 8, 24 if wide else 16),
         (sh_name[4], 3, 0, 0, offsets["strtab"], len(strtab), 0, 0, 1, 0),
         (sh_name[5], 3, 0, 0, offsets["shstrtab"], len(shstrtab), 0, 0, 1, 0),
     ]
