@@ -169,8 +169,8 @@ def open_error(
         shown = "unknown" if level is None else str(level)
         return PermissionDeniedError(
             f"no permission to open '{event_name}' (kernel.perf_event_paranoid is {shown}): "
-            "run as root, or allow it with 'sysctl -w kernel.perf_event_paranoid=1' "
-            "(-1 for system-wide and kernel samples)."
+            "run as root, or lower it with 'sysctl -w kernel.perf_event_paranoid=1' "
+            "(1: your own processes, 0: also system-wide, -1: everything)."
         )
     if err in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV):
         return EventError(f"this machine does not support the event '{event_name}'.")

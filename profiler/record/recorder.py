@@ -373,7 +373,7 @@ class Recorder:
                     self.session.disable()
             self._finish(writer, started)
         except DiskFullError as exc:
-            error = exc
+            error = exc.with_traceback(None)  # its frames hold views of the ring buffers
             self.session.disable()
             writer.abort()
         except BaseException:

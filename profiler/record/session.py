@@ -217,7 +217,10 @@ class Session:
     def close(self) -> None:
         for _, buf, ring in self.rings.values():
             ring.release()
-            buf.close()
+            try:
+                buf.close()
+            except BufferError:
+                pass  # a view is still held by an error being reported; GC unmaps it
         self.rings.clear()
         for fd in self.fds:
             try:

@@ -1,0 +1,448 @@
+"""End-to-end tests of ``profiler record`` on the real kernel with the workload fixtures.
+
+Captures are checked with the format's own reader; function names come from the fixture
+binary's symbol table (pyelftools), never from the recorder itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from profiler.format import records as R
+from profiler.format.container import CaptureReader
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("require_perf")]
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def run_record(profiler_cmd: list[str], *args: str, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*profiler_cmd, "record", *args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def records(path: Path) -> list[Any]:
+    with CaptureReader.open(path) as reader:
+        return list(reader.iter_records())
+
+
+def samples(recs: list[Any]) -> list[R.Sample]:
+    return [r for r in recs if isinstance(r, R.Sample)]
+
+
+class Symbols:
+    """Function symbols of one fixture binary, and its build-id, read with pyelftools."""
+
+    def __init__(self, path: Path) -> None:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            self.funcs = sorted(
+                (s["st_value"], s["st_value"] + s["st_size"], s.name)
+                for s in elf.get_section_by_name(".symtab").iter_symbols()
+                if s["st_info"]["type"] == "STT_FUNC" and s["st_size"]
+            )
+            self.segments = [
+                (seg["p_offset"], seg["p_vaddr"], seg["p_filesz"])
+                for seg in elf.iter_segments()
+                if seg["p_type"] == "PT_LOAD"
+            ]
+            note = next(
+                n
+                for sec in elf.iter_sections()
+                if sec["sh_type"] == "SHT_NOTE"
+                for n in sec.iter_notes()
+                if n["n_type"] == "NT_GNU_BUILD_ID"
+            )
+            self.build_id = note["n_desc"]
+
+    def name(self, ip: int, maps: list[R.Mmap2]) -> str | None:
+        for m in maps:
+            if m.addr <= ip < m.addr + m.len:
+                offset = ip - m.addr + m.pgoff
+                for p_offset, p_vaddr, p_filesz in self.segments:
+                    if p_offset <= offset < p_offset + p_filesz:
+                        vaddr = offset - p_offset + p_vaddr
+                        for lo, hi, name in self.funcs:
+                            if lo <= vaddr < hi:
+                                return name
+        return None
+
+
+def user_chain(sample: R.Sample) -> list[int]:
+    """The user part of a callchain, context markers removed."""
+    chain = sample.callchain or ()
+    out, in_user = [], False
+    for ip in chain:
+        if ip >= R.PERF_CONTEXT_MAX:
+            in_user = ip == R.PERF_CONTEXT_USER
+            continue
+        if in_user:
+            out.append(ip)
+    return out
+
+
+@pytest.fixture(scope="module")
+def workloads(fixtures_dir: Path) -> Path:
+    return fixtures_dir / "workloads"
+
+
+@pytest.fixture()
+def spinner(workloads: Path) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen([str(workloads / "spinner")], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith("ready")
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+# --- a command ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shares_capture(workloads: Path, tmp_path_factory: pytest.TempPathFactory, profiler_cmd: list[str]) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    out = tmp_path_factory.mktemp("shares") / "shares.prof"
+    result = run_record(profiler_cmd, "-g", "-o", str(out), "--", str(workloads / "shares"), "0.6")
+    assert result.returncode == 0, result.stderr
+    return out, result
+
+
+def test_command_samples_comm_exec_and_mmap2_with_build_id(shares_capture: tuple[Path, Any], workloads: Path) -> None:
+    path, result = shares_capture
+    recs = records(path)
+    comms = [r for r in recs if isinstance(r, R.Comm) and r.comm == "shares"]
+    assert comms and comms[0].exec, "exec of the command must produce COMM with COMM_EXEC"
+    child = comms[0].pid
+    got = samples(recs)
+    assert sum(1 for s in got if s.pid == child) > 100
+    binary = str(workloads / "shares")
+    maps = [r for r in recs if isinstance(r, R.Mmap2) and r.filename == binary]
+    assert maps, "no MMAP2 of the fixture binary"
+    expected = Symbols(workloads / "shares").build_id
+    with CaptureReader.open(path) as reader:
+        entries = reader.metadata("buildids")[0]["entries"]
+    by_path = {e["path"]: e["build_id"] for e in entries}
+    assert by_path[binary] == expected
+    if maps[0].build_id is not None:
+        assert maps[0].build_id.hex() == expected
+    assert any("libc" in p for p in by_path), "build-ids of every mapped ELF, libc included"
+    assert "Captured and wrote" in result.stderr and str(path) in result.stderr
+
+
+def test_known_shares_of_time(shares_capture: tuple[Path, Any], workloads: Path) -> None:
+    path, _ = shares_capture
+    recs = records(path)
+    syms = Symbols(workloads / "shares")
+    maps = [r for r in recs if isinstance(r, R.Mmap2) and r.filename.endswith("/shares")]
+    names = Counter(syms.name(s.ip or 0, maps) for s in samples(recs))
+    work = {k: names[k] for k in ("work_a", "work_b", "work_c")}
+    total = sum(work.values())
+    assert total > 500
+    for name, share in (("work_a", 0.5), ("work_b", 0.3), ("work_c", 0.2)):
+        assert abs(work[name] / total - share) < 0.08, (name, work)
+
+
+def test_callchains_hold_the_callers(shares_capture: tuple[Path, Any], workloads: Path) -> None:
+    path, _ = shares_capture
+    recs = records(path)
+    syms = Symbols(workloads / "shares")
+    maps = [r for r in recs if isinstance(r, R.Mmap2) and r.filename.endswith("/shares")]
+    # main -> work (the timed loop) -> run -> work_a / work_b, main -> work -> other -> work_c
+    expected = {"work_a": ["work_a", "run", "work", "main"], "work_b": ["work_b", "run", "work", "main"],
+                "work_c": ["work_c", "other", "work", "main"]}
+    good: Counter[str] = Counter()
+    bad: list[list[str | None]] = []
+    for s in samples(recs):
+        chain = [syms.name(ip, maps) for ip in user_chain(s)]
+        leaf = chain[0] if chain else None
+        if leaf in expected:
+            if [n for n in chain if n is not None][:4] == expected[leaf]:
+                good[leaf] += 1
+            else:
+                bad.append(chain)
+    assert all(good[k] > 20 for k in expected), good
+    # a sample on a leaf's first instruction (before push %rbp) may miss one caller
+    assert len(bad) <= 0.01 * sum(good.values()), bad[:5]
+
+
+def test_exit_status_of_the_command_is_ours(profiler_cmd: list[str], tmp_path: Path) -> None:
+    result = run_record(profiler_cmd, "-q", "-o", str(tmp_path / "x.prof"), "--", "sh", "-c", "exit 7")
+    assert result.returncode == 7
+    assert result.stderr == ""
+
+
+def test_forks_and_threads(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    out = tmp_path / "forker.prof"
+    result = run_record(profiler_cmd, "-o", str(out), "--", str(workloads / "forker"), "0.5")
+    assert result.returncode == 0, result.stderr
+    recs = records(out)
+    forks = [r for r in recs if isinstance(r, R.Fork)]
+    comm = next(r for r in recs if isinstance(r, R.Comm) and r.comm == "forker")
+    parent = comm.pid
+    thread_forks = [f for f in forks if f.pid == parent and f.tid != parent]
+    child_forks = [f for f in forks if f.ppid == parent and f.pid != parent]
+    assert len(thread_forks) == 2 and len(child_forks) == 1, forks
+    tids = {s.tid for s in samples(recs)}
+    expected = {parent, child_forks[0].pid, *(f.tid for f in thread_forks)}
+    assert expected <= tids, (expected, tids)
+
+
+# --- attaching and system-wide ----------------------------------------------------------------
+
+
+def test_attach_to_pid_synthesizes_maps(spinner: subprocess.Popen[str], workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    out = tmp_path / "p.prof"
+    result = run_record(profiler_cmd, "-p", str(spinner.pid), "--duration", "0.5", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    with CaptureReader.open(out) as reader:
+        synth_frames = [f for f in reader.iter_frames() if f.kind_name == "synth"]
+        recs = list(reader.iter_records())
+    assert synth_frames, "pre-existing processes need synthesized records"
+    binary = str(workloads / "spinner")
+    assert any(isinstance(r, R.Mmap2) and r.filename == binary and r.pid == spinner.pid for r in recs)
+    assert any(isinstance(r, R.Comm) and r.pid == spinner.pid and r.comm == "spinner" for r in recs)
+    threads = os.listdir(f"/proc/{spinner.pid}/task")
+    assert any(isinstance(r, R.Fork) and r.pid == spinner.pid and r.tid != spinner.pid for r in recs)
+    tids = {s.tid for s in samples(recs) if s.pid == spinner.pid}
+    assert tids == {int(t) for t in threads}
+
+
+def test_attach_to_one_thread(spinner: subprocess.Popen[str], tmp_path: Path, profiler_cmd: list[str]) -> None:
+    helper = max(int(t) for t in os.listdir(f"/proc/{spinner.pid}/task"))
+    out = tmp_path / "t.prof"
+    result = run_record(profiler_cmd, "-t", str(helper), "--duration", "0.4", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    got = samples(records(out))
+    assert got and {s.tid for s in got} == {helper}
+
+
+def test_system_wide_with_duration(tmp_path: Path, profiler_cmd: list[str]) -> None:
+    out = tmp_path / "a.prof"
+    start = time.monotonic()
+    result = run_record(profiler_cmd, "-a", "--duration", "0.5", "-o", str(out))
+    elapsed = time.monotonic() - start
+    assert result.returncode == 0, result.stderr
+    assert elapsed < 10
+    recs = records(out)
+    got = samples(recs)
+    assert {s.cpu for s in got} == set(range(os.cpu_count() or 1)) or len({s.cpu for s in got}) > 1
+    assert len({s.pid for s in got}) > 1
+    assert sum(1 for r in recs if isinstance(r, R.Comm)) > 5, "all running processes synthesized"
+
+
+def test_cpu_list_restricts_cpus(tmp_path: Path, profiler_cmd: list[str]) -> None:
+    out = tmp_path / "c.prof"
+    result = run_record(profiler_cmd, "-C", "0", "--duration", "0.3", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    got = samples(records(out))
+    assert got and {s.cpu for s in got} == {0}
+
+
+def test_tracepoint_event(tmp_path: Path, profiler_cmd: list[str]) -> None:
+    from profiler.record.events import tracefs_root
+
+    if tracefs_root() is None:
+        if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"]).returncode:
+            pytest.skip("tracefs is not mounted")
+    out = tmp_path / "tp.prof"
+    result = run_record(profiler_cmd, "-e", "sched:sched_switch", "-a", "--duration", "0.3", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    with CaptureReader.open(out) as reader:
+        attr = reader.header["events"][0]["attr"]
+        got = samples(list(reader.iter_records()))
+    assert attr["type"] == 2 and attr["sample_period"] == 1
+    assert got
+
+
+def test_several_events_are_told_apart(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    out = tmp_path / "two.prof"
+    result = run_record(profiler_cmd, "-e", "cpu-clock,task-clock", "-o", str(out), "--", str(workloads / "shares"), "0.2")
+    assert result.returncode == 0, result.stderr
+    with CaptureReader.open(out) as reader:
+        events = reader.header["events"]
+        got = samples(list(reader.iter_records()))
+    assert [e["name"] for e in events] == ["cpu-clock", "task-clock"]
+    ids = [set(e["ids"]) for e in events]
+    assert all(e["attr"]["sample_type"] & R.PERF_SAMPLE_IDENTIFIER for e in events)
+    seen = {s.identifier for s in got}
+    assert seen & ids[0] and seen & ids[1]
+
+
+def test_host_metadata(shares_capture: tuple[Path, Any]) -> None:
+    path, _ = shares_capture
+    with CaptureReader.open(path) as reader:
+        header = reader.header
+        kernel = reader.metadata("kernel")[0]
+        vdso = reader.metadata("vdso")[0]
+        kallsyms = reader.metadata("kallsyms")
+    assert header["arch"] == os.uname().machine and header["kernel_release"] == os.uname().release
+    assert header["target"]["command"][-1] == "0.6"
+    assert vdso["image"][:4] == b"\x7fELF"
+    assert kernel["release"] == os.uname().release
+    if Path("/sys/kernel/notes").exists():
+        assert kernel["build_id"]
+    assert kallsyms and (" _text" in kallsyms[0]["text"] or kallsyms[0]["hidden"])
+
+
+# --- losing, stopping, crashing ----------------------------------------------------------------
+
+
+def test_tiny_buffer_at_high_rate_reports_lost(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    out = tmp_path / "lost.prof"
+    result = run_record(profiler_cmd, "-m", "1", "-F", "20000", "-g", "-o", str(out), "--",
+                        str(workloads / "shares"), "0.4", "2")
+    assert result.returncode == 0, result.stderr
+    recs = records(out)
+    lost = sum(r.lost for r in recs if isinstance(r, R.Lost))
+    assert lost > 0
+    assert f"{lost} lost" in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_cleanly_and_reaches_the_command(sig: int, workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    out = tmp_path / "sig.prof"
+    proc = subprocess.Popen([*profiler_cmd, "record", "-o", str(out), "--", str(workloads / "sigcatch")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.3)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 3, stderr  # sigcatch's own exit status
+    assert f"got signal {int(sig)}" in stdout
+    assert "Traceback" not in stderr
+    with CaptureReader.open(out) as reader:
+        assert reader.clean_end
+        assert samples(list(reader.iter_records()))
+
+
+def test_sigkill_leaves_a_readable_capture(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    out = tmp_path / "killed.prof"
+    proc = subprocess.Popen([*profiler_cmd, "record", "-F", "10000", "-o", str(out), "--", str(workloads / "shares"), "20"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (not out.exists() or out.stat().st_size < 6_000_000):
+        time.sleep(0.1)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    proc.kill()
+    proc.wait()
+    for child in children:
+        os.kill(int(child), signal.SIGKILL)
+    with CaptureReader.open(out) as reader:
+        got = samples(list(reader.iter_records()))
+        assert not reader.clean_end
+        assert reader.warnings
+    assert len(got) > 100
+
+
+def test_full_disk_keeps_the_capture_and_the_command(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=7m", "tmpfs", str(mnt)]).returncode:
+        pytest.skip("cannot mount tmpfs")
+    try:
+        out = mnt / "full.prof"
+        result = run_record(profiler_cmd, "-F", "20000", "-g", "-o", str(out), "--", str(workloads / "shares"), "1.5")
+        assert result.returncode == 1
+        assert "disk is full" in result.stderr and "Traceback" not in result.stderr
+        assert "rounds 135" in result.stdout, "the command ran to its end"
+        with CaptureReader.open(out) as reader:
+            assert samples(list(reader.iter_records()))
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+
+def one_sentence_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("profiler: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected", "code"),
+    [
+        (["-e", "cylces", "--", "true"], "did you mean 'cycles'", 1),
+        (["-p", "999999999"], "does not exist", 1),
+        (["-F", "100", "-c", "100", "--", "true"], "cannot be used together", 2),
+        (["-a", "-p", "1"], "cannot be combined", 2),
+        (["--", "no-such-command-here"], "command not found", 127),
+        (["-o", "/nonexistent-dir/x.prof", "--", "true"], "cannot write the capture", 1),
+    ],
+)
+def test_bad_input(args: list[str], expected: str, code: int, profiler_cmd: list[str], tmp_path: Path) -> None:
+    extra = [] if "-o" in args else ["-o", str(tmp_path / "x.prof")]
+    result = run_record(profiler_cmd, *extra, *args)
+    assert expected in one_sentence_error(result)
+    assert result.returncode == code
+
+
+def test_event_the_machine_lacks(profiler_cmd: list[str], tmp_path: Path) -> None:
+    from profiler.record.events import HARDWARE_EVENTS, EventSpec, probe
+
+    if probe(EventSpec("cycles", 0, HARDWARE_EVENTS["cycles"])):
+        pytest.skip("this machine has a hardware PMU")
+    result = run_record(profiler_cmd, "-e", "cycles", "-o", str(tmp_path / "x.prof"), "--", "true")
+    assert "does not support the event 'cycles'" in one_sentence_error(result)
+
+
+def test_default_event_falls_back_with_a_notice(profiler_cmd: list[str], tmp_path: Path) -> None:
+    from profiler.record.events import HARDWARE_EVENTS, EventSpec, probe
+
+    result = run_record(profiler_cmd, "-o", str(tmp_path / "x.prof"), "--", "true")
+    assert result.returncode == 0
+    with CaptureReader.open(tmp_path / "x.prof") as reader:
+        name = reader.header["events"][0]["name"]
+    if probe(EventSpec("cycles", 0, HARDWARE_EVENTS["cycles"])):
+        assert name == "cycles"
+    else:
+        assert name == "cpu-clock"
+        assert sum("cpu-clock" in line for line in result.stderr.splitlines()) == 1
+
+
+def as_nobody(profiler_cmd: list[str]) -> list[str]:
+    """The CLI run as user nobody (setpriv from util-linux)."""
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *profiler_cmd]
+
+
+def test_foreign_process_and_no_permission(profiler_cmd: list[str], spinner: subprocess.Popen[str]) -> None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run the recorder as another user")
+    nobody = as_nobody(profiler_cmd)
+    foreign = run_record(nobody, "-o", "/tmp/never.prof", "-p", str(spinner.pid), cwd="/")
+    assert "belongs to another user" in one_sentence_error(foreign)
+    paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
+    if paranoid <= 0:
+        pytest.skip("perf_event_paranoid allows system-wide recording to everyone")
+    denied = run_record(nobody, "-o", "/tmp/never.prof", "-a", "--duration", "0.1", cwd="/")
+    assert "perf_event_paranoid" in one_sentence_error(denied)
+
+
+def test_list_shows_supported_events(profiler_cmd: list[str]) -> None:
+    result = subprocess.run([*profiler_cmd, "list"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    names = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
+    assert {"cpu-clock", "task-clock", "page-faults"} <= names
+    from profiler.record.events import HARDWARE_EVENTS, EventSpec, probe
+
+    assert ("cycles" in names) == probe(EventSpec("cycles", 0, HARDWARE_EVENTS["cycles"]))
+
+
