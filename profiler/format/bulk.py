@@ -390,19 +390,23 @@ def _decode_others(bufs: _Buffers, events: EventTable, offsets: I64, sizes: I64,
 
 
 def _order(samples: SampleColumns, others: list[OtherRecord]) -> tuple[list[OtherRecord], I64, SampleColumns]:
-    """Sort samples and other records by (time, file order) and interleave them."""
+    """Sort samples and other records by (time, file order) and interleave them.
+
+    Records without a time (no sample_id_all) take the latest time seen before them in file
+    order, so they stay where the kernel put them relative to their neighbours.
+    """
     n = len(samples)
-    # Records without a time take the latest time seen before them in file order.
     o_seq = np.asarray([o.seq for o in others], dtype=np.int64)
-    o_time = np.asarray([o.time for o in others], dtype=np.int64)
+    o_missing = np.asarray([o.time < 0 for o in others], dtype=bool)
+    o_time = np.asarray([max(o.time, 0) for o in others], dtype=np.uint64)
     all_seq = np.concatenate([samples.seq, o_seq])
-    all_time = np.concatenate([samples.time.astype(np.int64), o_time])
-    file_order = np.argsort(all_seq, kind="stable")
-    t = all_time[file_order]
-    if (t < 0).any():
-        filled = np.maximum.accumulate(np.where(t < 0, 0, t))
-        t = np.where(t < 0, filled, t)
-        all_time[file_order] = t
+    all_time = np.concatenate([samples.time.astype(np.uint64), o_time])
+    if o_missing.any():
+        missing = np.concatenate([np.zeros(n, dtype=bool), o_missing])
+        file_order = np.argsort(all_seq, kind="stable")
+        t = all_time[file_order]
+        filled = np.maximum.accumulate(t)
+        all_time[file_order] = np.where(missing[file_order], filled, t)
         for k, o in enumerate(others):
             o.time = int(all_time[n + k])
     order = np.lexsort((all_seq, all_time))

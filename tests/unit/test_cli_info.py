@@ -1,0 +1,91 @@
+"""``profiler info`` and ``profiler dump``, and the one-sentence rule for bad files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from capture_factory import write_small_capture
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "profiler", *args], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_info_describes_capture(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    result = run("info", "-i", str(path))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "format 1.0" in out
+    assert "host: testhost, kernel 6.0.0-test, x86_64 little-endian 64-bit, 2 CPUs" in out
+    assert "event 0: cpu-clock (ids 7)" in out
+    assert "sample_type IP|TID|TIME|CALLCHAIN|CPU|PERIOD" in out
+    assert "sampling at 4000 Hz" in out
+    assert "samples: 20" in out
+    assert "SAMPLE             20" in out and "FORK               1" in out
+    assert "duration: 0.000 s" in out
+    assert "ended cleanly: yes" in out
+    assert result.stderr == ""
+
+
+def test_dump_one_line_per_record(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    result = run("dump", "-i", str(path))
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert sum(line.strip().startswith("SAMPLE ") for line in lines) == 20
+    assert any("COMM misc=0x2000" in line and "comm=demo exec=1" in line for line in lines)
+    assert any(line.startswith("frame 1 ") and "meta" in line and "kind=buildids" in line for line in lines)
+
+
+def test_truncated_capture_is_a_warning_and_exit_zero(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 100])
+    result = run("info", "-i", str(path))
+    assert result.returncode == 0
+    assert "ended cleanly: no" in result.stdout
+    assert "warning:" in result.stderr and "skipped the last" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("setup,expect", [
+    ("missing", "no such file"),
+    ("directory", "is a directory"),
+    ("empty", "it is empty"),
+    ("perf", "perf.data file"),
+    ("newer", "newer than"),
+    ("header-cut", "truncated"),
+])
+def test_bad_files_one_sentence(tmp_path: Path, setup: str, expect: str) -> None:
+    path = tmp_path / "bad.prof"
+    if setup == "directory":
+        path.mkdir()
+    elif setup == "empty":
+        path.write_bytes(b"")
+    elif setup == "perf":
+        path.write_bytes(b"PERFILE2" + b"\0" * 100)
+    elif setup in ("newer", "header-cut"):
+        write_small_capture(path)
+        data = bytearray(path.read_bytes())
+        if setup == "newer":
+            data[8] = 9
+        else:
+            data = data[:30]
+        path.write_bytes(bytes(data))
+    for cmd in ("info", "dump"):
+        result = run(cmd, "-i", str(path))
+        assert result.returncode != 0
+        assert expect in result.stderr
+        assert "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1

@@ -1,0 +1,247 @@
+"""The columnar decoder agrees with the exact per-record decoder."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+from capture_factory import cpu_clock_attr, make_test_header, write_small_capture
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from profiler.errors import ProfilerError
+from profiler.format import records as R
+from profiler.format.bulk import load_capture
+from profiler.format.container import CaptureReader, CaptureWriter
+from profiler.format.summary import summarize
+
+
+def exact_samples(reader: CaptureReader) -> list[R.Sample]:
+    return [r for r in reader.iter_records() if isinstance(r, R.Sample)]
+
+
+def assert_columns_match(reader: CaptureReader) -> None:
+    data = load_capture(reader)
+    exact = sorted(exact_samples(reader), key=lambda s: s.time or 0)
+    cols = data.samples
+    assert len(cols) == len(exact)
+    for i, s in enumerate(exact):
+        assert int(cols.ip[i]) == (s.ip or 0)
+        assert int(cols.pid[i]) == (s.pid or 0) and int(cols.tid[i]) == (s.tid or 0)
+        assert int(cols.time[i]) == (s.time or 0)
+        assert int(cols.cpu[i]) == (s.cpu or 0)
+        assert int(cols.period[i]) == (s.period if s.period is not None else 1)
+        assert int(cols.misc[i]) == s.misc
+        assert tuple(int(x) for x in cols.chain(i)) == (s.callchain or ())
+    start, flat = cols.flat_chains()
+    assert len(start) == len(exact) + 1
+    for i, s in enumerate(exact):
+        assert tuple(int(x) for x in flat[start[i]:start[i + 1]]) == (s.callchain or ())
+
+
+def test_small_capture(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    with CaptureReader.open(path) as reader:
+        assert_columns_match(reader)
+        data = load_capture(reader)
+        assert data.counts == {"SAMPLE": 20, "COMM": 1, "MMAP2": 1, "FORK": 1, "EXIT": 1}
+        assert [type(o.record).__name__ for o in data.others] == ["Comm", "Mmap2", "Fork", "Exit"]
+        # interleaving: the FORK at time 2101 follows the 10 samples at or before it
+        times = data.samples.time
+        for other, before in zip(data.others, data.others_before):
+            assert all(times[:before] <= other.time)
+            assert all(times[before:] >= other.time)
+
+
+def test_big_endian_capture(tmp_path: Path) -> None:
+    header = make_test_header(byte_order="big", arch="s390x")
+    layout = R.SampleLayout.from_attr(header["events"][0]["attr"], "big")
+    path = tmp_path / "be.prof"
+    w = CaptureWriter.create(path, header)
+    w.write_raw(0, b"".join(R.encode(R.Sample(ip=0x1000 + i, pid=5, tid=6, time=10 + i, cpu=0, res=0,
+                                              period=3, callchain=(1, 2, i)), layout)
+                            for i in range(50)))
+    w.close()
+    with CaptureReader.open(path) as reader:
+        assert exact_samples(reader)[3].ip == 0x1003
+        assert_columns_match(reader)
+
+
+def test_several_events_by_identifier(tmp_path: Path) -> None:
+    st_ = R.PERF_SAMPLE_IDENTIFIER | R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME
+    a = cpu_clock_attr(st_ | R.PERF_SAMPLE_CALLCHAIN)
+    b = cpu_clock_attr(st_ | R.PERF_SAMPLE_PERIOD)
+    header = make_test_header([{"name": "cpu-clock", "attr": a, "ids": [11]},
+                               {"name": "page-faults", "attr": b, "ids": [22, 23]}])
+    la, lb = R.SampleLayout.from_attr(a), R.SampleLayout.from_attr(b)
+    recs = []
+    for i in range(30):
+        if i % 3:
+            recs.append(R.encode(R.Sample(identifier=11, ip=i, pid=1, tid=1, time=i, callchain=(i,) * (i % 4)), la))
+        else:
+            recs.append(R.encode(R.Sample(identifier=22 + i % 2, ip=i, pid=1, tid=1, time=i, period=7), lb))
+    path = tmp_path / "two.prof"
+    w = CaptureWriter.create(path, header)
+    w.write_raw(0, b"".join(recs))
+    w.close()
+    with CaptureReader.open(path) as reader:
+        data = load_capture(reader)
+        assert len(data.samples) == 30
+        ev = data.samples.event
+        assert list(ev) == [0 if i % 3 else 1 for i in range(30)]
+        assert list(data.samples.period[ev == 1]) == [7] * 10
+        assert [len(data.samples.chain(i)) for i in range(30)] == [0 if i % 3 == 0 else i % 4 for i in range(30)]
+
+
+def test_damaged_callchain_sample_is_dropped(tmp_path: Path) -> None:
+    header = make_test_header()
+    layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
+    good = R.encode(R.Sample(ip=1, pid=1, tid=1, time=1, cpu=0, res=0, period=1, callchain=(5, 6)), layout)
+    bad = bytearray(good)
+    bad[48:56] = (1000).to_bytes(8, "little")  # nr: more frames than the record holds
+    path = tmp_path / "d.prof"
+    w = CaptureWriter.create(path, header)
+    w.write_raw(0, good + bytes(bad) + good)
+    w.close()
+    with CaptureReader.open(path) as reader:
+        data = load_capture(reader)
+        assert len(data.samples) == 2
+        assert data.damaged_samples == 1
+        assert any("damaged samples" in w for w in data.warnings)
+
+
+def test_record_body_that_looks_like_a_header_takes_the_exact_path(tmp_path: Path) -> None:
+    """A callchain entry whose bytes look like a record header must not confuse the fast path."""
+    header = make_test_header()
+    layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
+    fake = 9 | (2 << 32) | (16 << 48)  # type SAMPLE, misc user, size 16
+    recs = b"".join(R.encode(R.Sample(ip=i, pid=1, tid=1, time=i, cpu=0, res=0, period=1,
+                                      callchain=(fake, i)), layout) for i in range(10))
+    path = tmp_path / "f.prof"
+    w = CaptureWriter.create(path, header)
+    w.write_raw(0, recs)
+    w.close()
+    with CaptureReader.open(path) as reader:
+        assert_columns_match(reader)
+        assert len(load_capture(reader).samples) == 10
+
+
+@st.composite
+def sample_batches(draw: st.DrawFn) -> tuple[int, list[list[R.Sample]]]:
+    extra = draw(st.sampled_from([0, R.PERF_SAMPLE_IDENTIFIER, R.PERF_SAMPLE_ADDR | R.PERF_SAMPLE_ID,
+                                  R.PERF_SAMPLE_READ, R.PERF_SAMPLE_STREAM_ID]))
+    base = draw(st.integers(0, 0x1FF)) & (R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME
+                                          | R.PERF_SAMPLE_CPU | R.PERF_SAMPLE_PERIOD | R.PERF_SAMPLE_CALLCHAIN)
+    sample_type = base | extra | R.PERF_SAMPLE_TIME
+    frames = []
+    t = 0
+    for _ in range(draw(st.integers(1, 4))):
+        batch = []
+        for _ in range(draw(st.integers(0, 12))):
+            t += draw(st.integers(0, 3))
+            batch.append(R.Sample(
+                ip=draw(st.integers(0, 2**64 - 1)), pid=draw(st.integers(0, 99)), tid=draw(st.integers(0, 99)),
+                time=t, cpu=draw(st.integers(0, 3)), res=0, period=draw(st.integers(0, 10**9)),
+                callchain=tuple(draw(st.lists(st.integers(0, 2**64 - 1), max_size=15))),
+                misc=draw(st.sampled_from([1, 2])), read=R.ReadValues(values=((5, None, None),))))
+        frames.append(batch)
+    return sample_type, frames
+
+
+def _normalise(s: R.Sample, sample_type: int) -> R.Sample:
+    keep = {
+        "ip": R.PERF_SAMPLE_IP, "pid": R.PERF_SAMPLE_TID, "tid": R.PERF_SAMPLE_TID, "time": R.PERF_SAMPLE_TIME,
+        "cpu": R.PERF_SAMPLE_CPU, "res": R.PERF_SAMPLE_CPU, "period": R.PERF_SAMPLE_PERIOD,
+        "callchain": R.PERF_SAMPLE_CALLCHAIN, "read": R.PERF_SAMPLE_READ,
+    }
+    for name, bit in keep.items():
+        if not sample_type & bit:
+            setattr(s, name, None)
+    return s
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sample_batches())
+def test_bulk_matches_exact_property(tmp_path: Path, batch: tuple[int, list[list[R.Sample]]]) -> None:
+    sample_type, frames = batch
+    attr = cpu_clock_attr(sample_type)
+    header = make_test_header([{"name": "cpu-clock", "attr": attr, "ids": [1]}])
+    layout = R.SampleLayout.from_attr(attr)
+    path = tmp_path / "p.prof"
+    w = CaptureWriter.create(path, header)
+    for cpu, recs in enumerate(frames):
+        w.write_raw(cpu, b"".join(R.encode(_normalise(s, sample_type), layout) for s in recs))
+    w.close()
+    with CaptureReader.open(path) as reader:
+        assert_columns_match(reader)
+
+
+# --- fuzzing: damaged files never crash the reader ----------------------------------------
+
+def _read_everything(data: bytes) -> None:
+    try:
+        reader = CaptureReader.from_bytes(data)
+        list(reader.iter_records())
+        load_capture(reader)
+        summarize(reader)
+    except ProfilerError:
+        pass
+
+
+@pytest.fixture(scope="module")
+def small_capture_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = tmp_path_factory.mktemp("fuzz") / "c.prof"
+    write_small_capture(path)
+    return path.read_bytes()
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8),
+       st.integers(0, 2))
+def test_fuzz_file_mutations(small_capture_bytes: bytes, edits: list[tuple[int, int]], mode: int) -> None:
+    data = bytearray(small_capture_bytes)
+    for pos, value in edits:
+        pos %= len(data)
+        if mode == 0:
+            data[pos] = value
+        elif mode == 1:
+            data.insert(pos, value)
+        else:
+            del data[pos]
+    _read_everything(bytes(data))
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 10**5), st.integers(0, 255)), min_size=1, max_size=12))
+def test_fuzz_record_mutations_behind_valid_checksums(tmp_path: Path, edits: list[tuple[int, int]]) -> None:
+    """Damage inside records, re-framed with correct checksums: decoders must cope."""
+    header = make_test_header()
+    layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
+    from capture_factory import small_capture_records
+    synth, frames = small_capture_records()
+    payload = bytearray(b"".join(R.encode(r, layout) for r in synth + frames[0] + frames[1]))
+    for pos, value in edits:
+        payload[pos % len(payload)] = value
+    path = tmp_path / "m.prof"
+    w = CaptureWriter.create(path, header)
+    w.write_raw(0, bytes(payload))
+    w.close()
+    tracemalloc.start()
+    try:
+        _read_everything(path.read_bytes())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"decoding {len(payload)} damaged bytes allocated {peak} bytes"
+
+
+def test_numpy_columns_dtypes(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    with CaptureReader.open(path) as reader:
+        cols = load_capture(reader).samples
+        assert cols.ip.dtype == np.uint64 and cols.pid.dtype == np.int64
+        assert set(cols.has) >= {"ip", "tid", "time", "cpu", "period", "callchain"}

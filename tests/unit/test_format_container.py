@@ -1,0 +1,243 @@
+"""The container: round trip, damage, truncation, versions, bad files."""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+import zlib
+from pathlib import Path
+
+import msgpack
+import pytest
+from capture_factory import make_test_header, write_small_capture
+
+from profiler.errors import DiskFullError, FormatError, NotACaptureError, ProfilerError, VersionError
+from profiler.format.container import (
+    FRAME_HEADER_SIZE,
+    FRAME_META,
+    FRAME_RAW,
+    FRAME_ROUND,
+    FRAME_SYNTH,
+    MAGIC,
+    CaptureReader,
+    CaptureWriter,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def records_of(reader: CaptureReader) -> list[object]:
+    return list(reader.iter_records())
+
+
+def test_round_trip_frames_and_records(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    written = write_small_capture(path)
+    with CaptureReader.open(path) as reader:
+        assert reader.clean_end
+        assert reader.warnings == []
+        assert reader.trailer == {"samples": 20}
+        assert reader.header["hostname"] == "testhost"
+        assert reader.header["format_version"] == [1, 0]
+        kinds = [f.kind for f in reader.iter_frames()]
+        assert kinds == [FRAME_SYNTH, FRAME_META, FRAME_RAW, FRAME_RAW, FRAME_ROUND, FRAME_RAW,
+                         FRAME_RAW, FRAME_ROUND]
+        assert [f.cpu for f in reader.iter_frames() if f.kind == FRAME_RAW] == [0, 1, 0, 1]
+        assert records_of(reader) == written
+        assert reader.metadata("buildids")[0]["entries"][0]["build_id"] == "ab" * 20
+
+
+def test_file_mode_is_0600(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    path.write_bytes(b"old")
+    os.chmod(path, 0o644)
+    write_small_capture(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_frames_are_8_aligned(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    with CaptureReader.open(path) as reader:
+        for frame in reader.iter_frames():
+            assert frame.offset % 8 == 0
+            assert (frame.offset + FRAME_HEADER_SIZE) % 8 == 0
+
+
+def test_no_trailer_reads_everything_and_warns(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    written = write_small_capture(path, trailer=False)
+    with CaptureReader.open(path) as reader:
+        assert not reader.clean_end
+        assert records_of(reader) == written
+        assert any("no trailer" in w for w in reader.warnings)
+
+
+def test_truncation_at_every_offset(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    written = write_small_capture(path)
+    data = path.read_bytes()
+    with CaptureReader.open(path) as full:
+        frame_ends = [f.offset for f in full.iter_frames()]
+    header_end = frame_ends[0]
+    # the trailer is the last frame: its end without padding
+    (trailer_len,) = struct.unpack_from("<I", data, _last_frame_offset(data, frame_ends) + 4)
+    trailer_end = _last_frame_offset(data, frame_ends) + FRAME_HEADER_SIZE + trailer_len
+    for cut in range(len(data)):
+        try:
+            reader = CaptureReader.from_bytes(data[:cut])
+        except FormatError:
+            assert cut < header_end  # only a cut inside the file header is fatal
+            continue
+        got = records_of(reader)
+        assert got == written[:len(got)], f"cut at {cut}: not a prefix"
+        assert reader.clean_end == (cut >= trailer_end)
+        assert reader.warnings or cut >= trailer_end
+        # every frame that lies wholly before the cut was read
+        complete = [f for f in frame_ends if f <= cut]
+        assert len(list(reader.iter_frames())) >= len(complete) - 1
+
+
+def _last_frame_offset(data: bytes, frame_offsets: list[int]) -> int:
+    """Offset of the frame after the last listed one (the trailer)."""
+    last = frame_offsets[-1]
+    (length,) = struct.unpack_from("<I", data, last + 4)
+    return last + FRAME_HEADER_SIZE + length + (-length % 8)
+
+
+def test_corrupted_frame_stops_with_warning(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    written = write_small_capture(path)
+    with CaptureReader.open(path) as reader:
+        third = [f for f in reader.iter_frames()][3]
+        offset = third.offset + FRAME_HEADER_SIZE + 5
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    reader = CaptureReader.from_bytes(bytes(data))
+    assert len(list(reader.iter_frames())) == 3
+    assert any("checksum" in w and "skipped the last" in w for w in reader.warnings)
+    assert records_of(reader) == written[:2 + 5]
+
+
+def test_newer_major_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<HH", data, 8, 2, 3)
+    path.write_bytes(bytes(data))
+    with pytest.raises(VersionError, match=r"format 2\.3.*1\.0"):
+        CaptureReader.open(path)
+
+
+def test_newer_minor_version_is_read(tmp_path: Path) -> None:
+    body = msgpack.packb({**make_test_header(), "future_key": 1}, use_bin_type=True)
+    data = MAGIC + struct.pack("<HHII", 1, 7, len(body), zlib.crc32(body)) + body
+    data += b"\0" * (-len(data) % 8)
+    reader = CaptureReader.from_bytes(data)
+    assert reader.version == (1, 7)
+    assert list(reader.iter_frames()) == []
+
+
+@pytest.mark.parametrize("content,expect", [
+    (b"", "empty"),
+    (b"PERFILE2" + b"\0" * 200, "perf.data"),
+    (b"\x7fELF\x02\x01\x01" + b"\0" * 100, "ELF"),
+    (b"hello world\n", "text"),
+    (b"\x00\x01\x02\xff\xfe" * 10, "magic"),
+])
+def test_foreign_files(tmp_path: Path, content: bytes, expect: str) -> None:
+    path = tmp_path / "x"
+    path.write_bytes(content)
+    with pytest.raises(NotACaptureError, match=expect):
+        CaptureReader.open(path)
+
+
+def test_missing_directory_and_unreadable(tmp_path: Path) -> None:
+    with pytest.raises(ProfilerError, match="no such file"):
+        CaptureReader.open(tmp_path / "missing.prof")
+    with pytest.raises(ProfilerError, match="directory"):
+        CaptureReader.open(tmp_path)
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    os.chmod(path, 0)
+    if os.geteuid() != 0:  # root reads anything
+        with pytest.raises(ProfilerError, match="permission denied"):
+            CaptureReader.open(path)
+
+
+def test_damaged_header_checksum(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    data = bytearray(path.read_bytes())
+    data[25] ^= 0x55
+    path.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match="damaged header"):
+        CaptureReader.open(path)
+
+
+def test_header_without_events_is_refused() -> None:
+    body = msgpack.packb({"hostname": "x"}, use_bin_type=True)
+    data = MAGIC + struct.pack("<HHII", 1, 0, len(body), zlib.crc32(body)) + body
+    with pytest.raises(FormatError, match="without events"):
+        CaptureReader.from_bytes(data)
+
+
+def test_huge_frame_length_is_damage_not_allocation(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    data = bytearray(path.read_bytes())
+    with CaptureReader.open(path) as reader:
+        offset = list(reader.iter_frames())[2].offset
+    struct.pack_into("<I", data, offset + 4, 0xFFFFFFF0)
+    reader = CaptureReader.from_bytes(bytes(data))
+    assert len(list(reader.iter_frames())) == 2
+    assert any("incomplete frame" in w for w in reader.warnings)
+
+
+def test_disk_full_keeps_whole_frames(tmp_path: Path) -> None:
+    """Writes to /dev/full fail with ENOSPC: the writer reports it in one sentence."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    with pytest.raises(DiskFullError, match="disk is full"):
+        CaptureWriter.create("/dev/full", make_test_header())
+
+
+def test_disk_full_mid_capture_leaves_valid_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "c.prof"
+    writer = CaptureWriter.create(path, make_test_header())
+    writer.write_raw(0, b"\x09\0\0\0\x02\0\x10\0" + b"\0" * 8)
+    good_size = writer.bytes_written
+    real_writev = os.writev
+
+    def full_after_some(fd: int, buffers: list[memoryview]) -> int:
+        real_writev(fd, [bytes(buffers[0])[:7]])  # a partial write, then ENOSPC
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "writev", full_after_some)
+    with pytest.raises(DiskFullError):
+        writer.write_raw(1, b"\0" * 64)
+    monkeypatch.setattr(os, "writev", real_writev)
+    writer.abort()
+    assert path.stat().st_size == good_size
+    reader = CaptureReader.open(path)
+    assert len(list(reader.iter_frames())) == 1
+
+
+def test_unwritable_output(tmp_path: Path) -> None:
+    with pytest.raises(ProfilerError, match="cannot write"):
+        CaptureWriter.create(tmp_path / "no" / "such" / "dir.prof", make_test_header())
+
+
+def test_every_released_version_fixture_is_read() -> None:
+    """fixtures/captures/format-<version>.prof: one capture per released format version."""
+    fixtures = sorted((ROOT / "fixtures" / "captures").glob("format-*.prof"))
+    assert fixtures, "no format fixtures committed"
+    for path in fixtures:
+        with CaptureReader.open(path) as reader:
+            assert reader.clean_end, path
+            records = records_of(reader)
+            assert len(records) == 24, path
+            assert records[0].comm == "demo" and records[0].exec  # type: ignore[attr-defined]
+            assert sum(type(r).__name__ == "Sample" for r in records) == 20
+            assert reader.warnings == []
