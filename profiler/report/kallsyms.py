@@ -1,7 +1,8 @@
 """Kernel symbols from a ``/proc/kallsyms`` text snapshot.
 
 Each line is ``<hex address> <type letter> <name>`` with a trailing ``\\t[module]`` for
-module symbols. Only text symbols are kept (types ``T t W w``). Sizes are not given, so
+module symbols. Only text symbols are kept (types ``T t W w``); among aliases, global
+(``T``) beats weak (``W w``) beats local (``t``), then the usual shortest-name rule. Sizes are not given, so
 each symbol covers up to the next one's start within the same table (the kernel, or one
 module); the last symbol of a table covers up to the next page boundary.
 
@@ -14,15 +15,19 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from profiler.errors import FormatError, ReportError
-from profiler.report.symtab import SymbolTable
+from profiler.report.symtab import RANK_GLOBAL, RANK_LOCAL, RANK_WEAK, SymbolTable
 
 KERNEL_DSO = "[kernel.kallsyms]"
 TEXT_TYPES = frozenset("TtWw")
+_RANKS = {"T": RANK_GLOBAL, "W": RANK_WEAK, "w": RANK_WEAK, "t": RANK_LOCAL}
 PAGE_SIZE = 4096
 
 
@@ -76,30 +81,22 @@ class KernelSymbols:
             raise FormatError(f"packed kernel symbols are damaged ({exc})") from exc
 
 
+_TEXT_LINE = re.compile(r"^([0-9a-fA-F]+)[ \t]+([TtWw])[ \t]+(\S+)(?:[ \t]+\[(\S+)\])?[ \t]*$", re.MULTILINE)
+_ANY_LINE = re.compile(r"^[0-9a-fA-F]+[ \t]+\S[ \t]+\S", re.MULTILINE)
+_NONZERO_LINE = re.compile(r"^0*[1-9a-fA-F][0-9a-fA-F]*[ \t]+\S[ \t]+\S", re.MULTILINE)
+
+
 def parse_kallsyms(text: str) -> KernelSymbols:
     """Parse a ``/proc/kallsyms`` snapshot; malformed lines are skipped."""
-    groups: dict[str, tuple[list[int], list[str]]] = {}
-    seen_lines = 0
-    nonzero = False
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        try:
-            addr = int(parts[0], 16)
-        except ValueError:
-            continue
-        seen_lines += 1
-        nonzero = nonzero or addr != 0
-        if parts[1] not in TEXT_TYPES:
-            continue
-        module = parts[3][1:-1] if len(parts) > 3 and parts[3].startswith("[") else ""
-        addrs, names = groups.setdefault(module, ([], []))
-        addrs.append(addr)
-        names.append(parts[2])
-    if seen_lines and not nonzero:
+    if _ANY_LINE.search(text) and not _NONZERO_LINE.search(text):
         return KernelSymbols(SymbolTable.empty(), {}, all_zero=True)
-    tables = {module: _table(addrs, names) for module, (addrs, names) in groups.items()}
+    groups: dict[str, tuple[list[str], list[str], list[int]]] = {}
+    for addr, kind, name, module in _TEXT_LINE.findall(text):
+        addrs, names, ranks = groups.setdefault(module, ([], [], []))
+        addrs.append(addr)
+        names.append(name)
+        ranks.append(_RANKS[kind])
+    tables = {module: _table(*group) for module, group in groups.items()}
     kernel = tables.pop("", SymbolTable.empty())
     return KernelSymbols(kernel, tables, all_zero=False)
 
@@ -113,9 +110,10 @@ def load_kallsyms(path: str | os.PathLike[str] = "/proc/kallsyms") -> KernelSymb
         raise ReportError(f"cannot read kernel symbols from {path}: {exc.strerror or exc}") from exc
 
 
-def _table(addrs: list[int], names: list[str]) -> SymbolTable:
+def _table(hex_addrs: list[str], names: list[str], ranks: list[int]) -> SymbolTable:
     """Symbols covering up to the next start; the highest one up to its page's end."""
-    top = max(addrs)
-    last_end = (top // PAGE_SIZE + 1) * PAGE_SIZE
-    limits = [last_end] * len(addrs)
-    return SymbolTable.from_symbols(addrs, [0] * len(addrs), names, limits)
+    starts = np.array([int(a, 16) for a in hex_addrs], dtype=np.uint64)
+    top = int(starts.max())
+    last_end = min((top // PAGE_SIZE + 1) * PAGE_SIZE, (1 << 64) - 1)
+    limits = np.full(starts.shape, last_end, dtype=np.uint64)
+    return SymbolTable.from_symbols(starts, np.zeros(starts.shape, np.uint64), names, limits, ranks)

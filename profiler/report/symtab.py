@@ -72,8 +72,9 @@ class SymbolCandidates:
         sizes: Sequence[int] | UIntArray,
         names: Sequence[str | bytes],
         limits: Sequence[int] | UIntArray | None = None,
+        ranks: Sequence[int] | npt.NDArray[np.uint8] | None = None,
     ) -> SymbolCandidates:
-        """Candidates from Python lists (kallsyms, perf maps, tests); all rank equal."""
+        """Candidates from Python lists (kallsyms, perf maps, tests); rank 0 by default."""
         raw = [n.encode("utf-8", "surrogateescape") if isinstance(n, str) else n for n in names]
         strtab, offsets = _join_names(raw)
         count = len(raw)
@@ -83,7 +84,7 @@ class SymbolCandidates:
             sizes=_u64(sizes),
             name_off=offsets,
             strtab=strtab,
-            rank=np.zeros(count, dtype=np.uint8),
+            rank=np.zeros(count, dtype=np.uint8) if ranks is None else np.asarray(ranks, dtype=np.uint8),
             limit=lim,
         )
 
@@ -157,9 +158,10 @@ class SymbolTable:
         sizes: Sequence[int] | UIntArray,
         names: Sequence[str | bytes],
         limits: Sequence[int] | UIntArray | None = None,
+        ranks: Sequence[int] | npt.NDArray[np.uint8] | None = None,
     ) -> SymbolTable:
         """Build from Python lists; zero sizes cover up to the next start (or limit)."""
-        return cls.build(SymbolCandidates.from_names(starts, sizes, names, limits))
+        return cls.build(SymbolCandidates.from_names(starts, sizes, names, limits, ranks))
 
     # --- queries ------------------------------------------------------------------
 
