@@ -62,6 +62,11 @@ FRAME_NAMES = {
 }
 NO_CPU = 0xFFFF
 
+# Frame flags.
+FLAG_ZLIB = 0x01  # the payload is zlib-compressed (META frames only, in format 1.0)
+COMPRESS_ABOVE = 4096  # META payloads larger than this are compressed
+MAX_INFLATED = 1 << 30  # a compressed payload inflating past this is damage
+
 MAX_HEADER_SIZE = 64 << 20
 MAX_FRAME_SIZE = 1 << 30  # a frame claiming more is damage, never an allocation
 
@@ -159,14 +164,15 @@ class CaptureWriter:
             pass
         self.bytes_written = offset
 
-    def _frame(self, kind: int, cpu: int, chunks: tuple[bytes | memoryview, ...]) -> None:
+    def _frame(self, kind: int, cpu: int, chunks: tuple[bytes | memoryview, ...],
+               flags: int = 0) -> None:
         if self.closed:
             raise ProfilerError(f"internal error: write to the closed capture {self.path}.")
         length = sum(len(c) for c in chunks)
         if length > MAX_FRAME_SIZE:
             raise ValueError(f"frame of {length} bytes exceeds the format's limit")
         seq = self._seq
-        prefix = struct.pack("<BBHII", kind, 0, cpu, length, seq)
+        prefix = struct.pack("<BBHII", kind, flags, cpu, length, seq)
         crc = zlib.crc32(prefix)
         for chunk in chunks:
             crc = zlib.crc32(chunk, crc)
@@ -187,7 +193,12 @@ class CaptureWriter:
         self._frame(FRAME_ROUND, NO_CPU, ())
 
     def write_meta(self, kind: str, payload: dict[str, Any]) -> None:
-        self._frame(FRAME_META, NO_CPU, (_packb({"kind": kind, "data": payload}),))
+        """One metadata frame; large ones (a kallsyms snapshot, symbol tables) are compressed."""
+        body = _packb({"kind": kind, "data": payload})
+        if len(body) > COMPRESS_ABOVE:
+            self._frame(FRAME_META, NO_CPU, (zlib.compress(body, 6),), FLAG_ZLIB)
+        else:
+            self._frame(FRAME_META, NO_CPU, (body,))
 
     def close(self, stats: dict[str, Any] | None = None) -> None:
         """Write the trailer (the clean-end mark) and close the file."""
@@ -221,6 +232,7 @@ class Frame:
     seq: int
     offset: int  # file offset of the frame header
     payload: memoryview
+    flags: int = 0
 
     @property
     def kind_name(self) -> str:
@@ -228,11 +240,25 @@ class Frame:
 
     def meta(self) -> tuple[str, dict[str, Any]]:
         """(kind, data) of a META frame."""
-        obj = _unpackb(self.payload, "metadata frame")
+        payload: bytes | memoryview = self.payload
+        if self.flags & FLAG_ZLIB:
+            payload = _inflate(self.payload)
+        obj = _unpackb(payload, "metadata frame")
         if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
             raise FormatError("a metadata frame lacks its kind.")
         data = obj.get("data")
         return obj["kind"], data if isinstance(data, dict) else {}
+
+
+def _inflate(data: memoryview) -> bytes:
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, MAX_INFLATED)
+    except zlib.error as exc:
+        raise FormatError(f"a compressed metadata frame is damaged ({exc}).") from None
+    if inflater.unconsumed_tail:
+        raise FormatError("a compressed metadata frame inflates past the format's limit.")
+    return out
 
 
 @dataclass
@@ -450,7 +476,7 @@ def _scan_frames(view: memoryview, pos: int) -> ScanResult:
             what = "a damaged frame (checksum mismatch)" if check != crc else "a frame out of sequence"
             result.warnings.append(_damage_note(what, pos, end))
             break
-        frame = Frame(kind, cpu, seq, pos, payload)
+        frame = Frame(kind, cpu, seq, pos, payload, flags)
         expected_seq += 1
         pos = body + length + _pad8(length)
         result.data_end = min(pos, end)

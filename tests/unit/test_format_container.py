@@ -241,3 +241,24 @@ def test_every_released_version_fixture_is_read() -> None:
             assert records[0].comm == "demo" and records[0].exec  # type: ignore[attr-defined]
             assert sum(type(r).__name__ == "Sample" for r in records) == 20
             assert reader.warnings == []
+
+
+def test_large_metadata_is_compressed_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    text = "ffffffff81000000 T _text\n" * 20000
+    writer = CaptureWriter.create(path, make_test_header())
+    writer.write_meta("kallsyms", {"text": text, "kptr_restrict": 0, "hidden": False})
+    writer.close()
+    assert path.stat().st_size < len(text) // 20
+    with CaptureReader.open(path) as reader:
+        assert reader.metadata("kallsyms")[0]["text"] == text
+
+
+def test_damaged_compressed_metadata_is_a_format_error(tmp_path: Path) -> None:
+    import zlib as _z
+
+    from profiler.format.container import FLAG_ZLIB, Frame
+
+    frame = Frame(FRAME_META, 0xFFFF, 0, 0, memoryview(_z.compress(b"x" * 100)[:-4] + b"junk"), FLAG_ZLIB)
+    with pytest.raises(FormatError, match="compressed"):
+        frame.meta()
