@@ -125,6 +125,30 @@ class CaptureWriter:
             raise
         return writer
 
+    @classmethod
+    def append_to(cls, path: str | os.PathLike[str]) -> CaptureWriter:
+        """Reopen an existing capture to add frames (``profiler archive``).
+
+        The trailer, if any, is cut off (``close`` writes a new one) and so is anything after
+        the last good frame; sequence numbers continue. The file must be writable.
+        """
+        target = Path(path)
+        reader = CaptureReader.open(target)
+        scan = reader.scan()
+        keep = scan.frames[-1] if scan.frames else None
+        end = (keep.offset + FRAME_HEADER_SIZE + len(keep.payload) + _pad8(len(keep.payload))
+               if keep is not None else reader._frames_start)
+        next_seq = keep.seq + 1 if keep is not None else 0
+        reader.close()
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise ProfilerError(f"cannot write the capture {target}: {exc.strerror}.") from None
+        writer = cls(fd, target)
+        writer._cut_back(end)
+        writer._seq = next_seq
+        return writer
+
     def _write_file_header(self, header: dict[str, Any]) -> None:
         full = dict(header)
         full["format_version"] = [FORMAT_MAJOR, FORMAT_MINOR]

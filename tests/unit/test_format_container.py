@@ -262,3 +262,28 @@ def test_damaged_compressed_metadata_is_a_format_error(tmp_path: Path) -> None:
     frame = Frame(FRAME_META, 0xFFFF, 0, 0, memoryview(_z.compress(b"x" * 100)[:-4] + b"junk"), FLAG_ZLIB)
     with pytest.raises(FormatError, match="compressed"):
         frame.meta()
+
+
+def test_append_replaces_trailer_and_continues(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    written = write_small_capture(path)
+    writer = CaptureWriter.append_to(path)
+    writer.write_meta("symbols", {"build_id": "ab" * 20})
+    writer.close({"archived": 1})
+    with CaptureReader.open(path) as reader:
+        assert reader.clean_end and reader.warnings == []
+        assert reader.trailer == {"archived": 1}
+        assert records_of(reader) == written
+        assert reader.metadata("symbols") == [{"build_id": "ab" * 20}]
+
+
+def test_append_to_unwritable_capture_leaves_it_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    before = path.read_bytes()
+    os.chmod(path, 0o400)
+    if os.geteuid() == 0:
+        pytest.skip("root can write a read-only file")
+    with pytest.raises(ProfilerError, match="cannot write"):
+        CaptureWriter.append_to(path)
+    assert path.read_bytes() == before
