@@ -46,8 +46,8 @@ class Symbols:
 
     def __init__(self, path: Path) -> None:
         with open(path, "rb") as f:
-            elf = ELFFile(f)
-            self.funcs = sorted(
+            elf: Any = ELFFile(f)
+            self.funcs: list[tuple[int, int, str]] = sorted(
                 (s["st_value"], s["st_value"] + s["st_size"], s.name)
                 for s in elf.get_section_by_name(".symtab").iter_symbols()
                 if s["st_info"]["type"] == "STT_FUNC" and s["st_size"]

@@ -1,0 +1,111 @@
+"""``profiler record`` option parsing through click's CliRunner (the recorder is replaced,
+so nothing is opened), and RecordOptions validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from profiler.cli import cli
+from profiler.errors import UsageError
+from profiler.record import recorder
+from profiler.record.options import DEFAULT_DATA_PAGES, RecordOptions, parse_mmap_pages
+
+
+@pytest.fixture()
+def captured(monkeypatch: pytest.MonkeyPatch) -> list[RecordOptions]:
+    seen: list[RecordOptions] = []
+
+    def fake_record(opts: RecordOptions, stderr: Any = None) -> recorder.RecordResult:
+        seen.append(opts)
+        return recorder.RecordResult(exit_code=0, path=opts.output, samples=0, lost=0, bytes_written=0)
+
+    monkeypatch.setattr(recorder, "record", fake_record)
+    return seen
+
+
+def invoke(*args: str) -> Any:
+    return CliRunner().invoke(cli, ["record", *args], catch_exceptions=True)
+
+
+def test_defaults(captured: list[RecordOptions]) -> None:
+    result = invoke("--", "ls", "-l")
+    assert result.exit_code == 0, result.output
+    opts = captured[0]
+    assert opts.command == ("ls", "-l")
+    assert opts.output == "profile.prof"
+    assert opts.freq is None and opts.period is None  # 4000 Hz is applied when building attrs
+    assert opts.data_pages == DEFAULT_DATA_PAGES
+    assert not opts.callgraph and opts.inherit and not opts.system_wide
+
+
+def test_every_option(captured: list[RecordOptions]) -> None:
+    result = invoke("-e", "cpu-clock", "-e", "task-clock,page-faults", "-F", "999", "-g",
+                    "--callchain-max-stack", "32", "-C", "0-1", "-m", "16", "-o", "x.prof", "-q",
+                    "--user-only", "--data-mmaps", "--no-inherit", "--duration", "1.5", "--", "true")
+    assert result.exit_code == 0, result.output
+    opts = captured[0]
+    assert opts.events == ("cpu-clock", "task-clock,page-faults")
+    assert (opts.freq, opts.callgraph, opts.callchain_max_stack) == (999, True, 32)
+    assert opts.cpus == (0, 1) and not opts.system_wide  # a command restricted to CPUs
+    assert (opts.data_pages, opts.output, opts.quiet) == (16, "x.prof", True)
+    assert opts.user_only and opts.data_mmaps and not opts.inherit and opts.duration == 1.5
+
+
+def test_targets(captured: list[RecordOptions]) -> None:
+    assert invoke("-p", "12,34").exit_code == 0
+    assert invoke("-t", "56").exit_code == 0
+    assert invoke("-a", "--duration", "1").exit_code == 0
+    assert invoke("-C", "1").exit_code == 0
+    assert captured[0].pids == (12, 34)
+    assert captured[1].tids == (56,)
+    assert captured[2].system_wide and captured[2].cpus is None
+    assert captured[3].system_wide and captured[3].cpus == (1,)  # -C alone: those CPUs, all tasks
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-F", "10", "-c", "10", "--", "true"], "cannot be used together"),
+        (["-a", "-p", "1"], "cannot be combined"),
+        (["-p", "1", "--", "true"], "either a command or -p/-t"),
+        ([], "nothing to record"),
+        (["-p", "x"], "comma-separated list of numbers"),
+        (["-p", "0"], "positive ids"),
+        (["-C", "1-0", "--", "true"], "not a CPU list"),
+        (["-m", "3", "--", "true"], "power of two"),
+        (["-m", "lots", "--", "true"], "number of pages"),
+        (["-F", "0", "--", "true"], "positive sampling frequency"),
+        (["-c", "0", "--", "true"], "positive number"),
+        (["--user-only", "--kernel-only", "--", "true"], "exclude each other"),
+        (["--duration", "0", "-a"], "positive number of seconds"),
+        (["-g", "--callchain-max-stack", "0", "--", "true"], "between 1 and 65535"),
+    ],
+)
+def test_bad_options_are_one_sentence(captured: list[RecordOptions], args: list[str], message: str) -> None:
+    result = invoke(*args)  # profiler.cli.main maps the UsageError to "profiler: ..." and exit 2
+    assert isinstance(result.exception, UsageError), result.output
+    assert message in str(result.exception)
+    assert str(result.exception).count(". ") == 0 and str(result.exception).endswith(".")
+    assert captured == []
+
+
+def test_mmap_sizes() -> None:
+    assert parse_mmap_pages("8", 4096) == 8
+    assert parse_mmap_pages("512K", 4096) == 128
+    assert parse_mmap_pages("1M", 4096) == 256
+    assert parse_mmap_pages("100k", 4096) == 32  # 25 pages rounded up to a power of two
+    assert parse_mmap_pages("1k", 4096) == 1
+
+
+def test_frequency_above_the_kernel_limit(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    from profiler.record import options
+
+    limit = tmp_path / "max_rate"
+    limit.write_text("5000\n")
+    monkeypatch.setattr(options, "MAX_SAMPLE_RATE", limit)
+    with pytest.raises(UsageError, match="exceeds the kernel's limit of 5000 Hz"):
+        RecordOptions(command=("true",), freq=6000).validate()
+    RecordOptions(command=("true",), freq=5000).validate()
