@@ -9,7 +9,7 @@ PROFILER := $(VENV)/bin/profiler
 OUT    ?= out
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv fixtures browser-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph clean
+.PHONY: demo test venv fixtures browser-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab clean
 
 venv: $(STAMP)
 
@@ -44,7 +44,7 @@ test: venv browser-deps
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-decode bench-record bench-report bench-flamegraph
+bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab
 
 bench-decode: venv
 	$(PY) benchmarks/bench_decode.py
@@ -57,6 +57,9 @@ bench-report: venv fixtures
 
 bench-flamegraph: venv
 	$(PY) benchmarks/bench_flamegraph.py
+
+bench-symtab: venv
+	$(PY) benchmarks/bench_symtab.py
 
 clean:
 	rm -rf $(VENV) $(OUT) fixtures/build .pytest_cache .mypy_cache
