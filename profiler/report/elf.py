@@ -52,7 +52,9 @@ NT_GNU_BUILD_ID = 3
 STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC = 0, 2, 10
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 
-_PARSE_ERRORS = (_PyElfError, _ConstructError, struct.error, ValueError, IndexError, KeyError, TypeError)
+_PARSE_ERRORS = (
+    _PyElfError, _ConstructError, struct.error, ValueError, IndexError, KeyError, TypeError, OverflowError,
+)
 
 
 @dataclass(frozen=True)
@@ -266,7 +268,10 @@ class ElfFile:
         """Function symbols of ``.symtab`` (else ``.dynsym``), plus synthesized ``@plt`` ones."""
         sec = self.section_by_type("SHT_SYMTAB") if self.has_symtab else None
         sec = sec or self.section_by_type("SHT_DYNSYM")
-        parts = [] if sec is None else [self._function_symbols(sec)]
+        try:
+            parts = [] if sec is None else [self._function_symbols(sec)]
+        except _PARSE_ERRORS as exc:
+            raise ElfError(f"{self.path} has a damaged symbol table ({exc})") from exc
         if include_plt:
             parts.append(self.plt_candidates())
         return SymbolCandidates.concat(parts)
@@ -308,7 +313,7 @@ class ElfFile:
         rank[bind == STB_GLOBAL] = RANK_GLOBAL
         rank[bind == STB_WEAK] = RANK_WEAK
         rank[bind == STB_LOCAL] = RANK_LOCAL
-        sec_end = np.array([s.sh_addr + s.sh_size for s in self.sections], dtype=U64)
+        sec_end = np.array([min(s.sh_addr + s.sh_size, int(U64_MAX)) for s in self.sections], dtype=U64)
         return SymbolCandidates(
             starts=syms["st_value"][keep].astype(U64),
             sizes=syms["st_size"][keep].astype(U64),
@@ -322,7 +327,10 @@ class ElfFile:
         """Synthesized ``name@plt`` symbols for ``.plt``, ``.plt.sec`` and ``.plt.got``."""
         from profiler.report.plt import plt_symbols
 
-        entries = plt_symbols(self)
+        try:
+            entries = plt_symbols(self)
+        except _PARSE_ERRORS as exc:
+            raise ElfError(f"{self.path} has damaged PLT relocations ({exc})") from exc
         names = [name + b"@plt" for _, _, name in entries]
         return SymbolCandidates.from_names(
             [a for a, _, _ in entries], [s for _, s, _ in entries], names

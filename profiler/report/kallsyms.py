@@ -26,7 +26,6 @@ from profiler.errors import FormatError, ReportError
 from profiler.report.symtab import RANK_GLOBAL, RANK_LOCAL, RANK_WEAK, SymbolTable
 
 KERNEL_DSO = "[kernel.kallsyms]"
-TEXT_TYPES = frozenset("TtWw")
 _RANKS = {"T": RANK_GLOBAL, "W": RANK_WEAK, "w": RANK_WEAK, "t": RANK_LOCAL}
 PAGE_SIZE = 4096
 

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profiler.report.elf import ElfError, ElfFile, ElfLayout, read_build_id, symbol_dtype
+from profiler.report.symbols import load_dso_symbols
 from profiler.report.symtab import SymbolTable
 
 pytestmark = pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils not installed")
@@ -230,21 +231,21 @@ def maps_of(pid: int) -> list[tuple[int, int, int, str]]:
 
 
 @pytest.mark.parametrize(
-    ("program", "dso"),
+    ("program", "dso_name"),
     [("prog_pie", "prog_pie"), ("prog_nopie", "prog_nopie"), ("prog_uselib", "libshared.so")],
 )
-def test_runtime_ip_translates_to_the_symbol(elf_dir: Path, program: str, dso: str) -> None:
+def test_runtime_ip_translates_to_the_symbol(elf_dir: Path, program: str, dso_name: str) -> None:
     proc = subprocess.Popen([elf_dir / program, "--addresses"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        wanted = 1 if dso == "libshared.so" else 3
+        wanted = 1 if dso_name == "libshared.so" else 3
         printed = [proc.stdout.readline().split() for _ in range(wanted)]
         maps = maps_of(proc.pid)
     finally:
         proc.communicate("")
-    elf = ElfFile(elf_dir / dso)
+    elf = ElfFile(elf_dir / dso_name)
     table = elf.symbol_table()
-    target = str((elf_dir / dso).resolve())
+    target = str((elf_dir / dso_name).resolve())
     for sym, text in printed:
         ip = int(text, 16)
         lo, _, pgoff, _ = next(m for m in maps if m[0] <= ip < m[1] and m[3] == target)
@@ -255,6 +256,9 @@ def test_runtime_ip_translates_to_the_symbol(elf_dir: Path, program: str, dso: s
         assert table.lookup(vaddr) == (sym, 0)
         many, found = elf.layout.file_offsets_to_vaddrs(np.array([ip - lo + pgoff, 0xFFFF_FFFF_FF]))
         assert many.tolist()[0] == vaddr and found.tolist() == [True, False]
+        dso = load_dso_symbols(elf_dir / dso_name, elf.build_id)
+        idx, off = dso.lookup_ips(np.array([ip + 2, lo - 1]), lo, pgoff)
+        assert dso.table.name(int(idx[0])) == sym and off.tolist() == [2, 0] and idx[1] == -1
 
 
 def test_layout_packs_for_msgpack(elf_dir: Path) -> None:
@@ -295,12 +299,14 @@ def test_truncated_elf_raises_elf_error(elf_dir: Path, tmp_path: Path, keep: flo
         ElfFile(cut).symbol_table()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_damaged_elf_never_raises_anything_but_elf_error(elf_dir: Path, tmp_path: Path, data: st.DataObject) -> None:
     blob = bytearray((elf_dir / "libshared.so").read_bytes())
+    shoff, shnum = int.from_bytes(blob[40:48], "little"), int.from_bytes(blob[60:62], "little")
+    headers = st.one_of(st.integers(0, 63), st.integers(shoff, shoff + 64 * shnum - 1))
     for _ in range(data.draw(st.integers(1, 8))):
-        pos = data.draw(st.integers(0, len(blob) - 1))
+        pos = data.draw(st.one_of(headers, st.integers(0, len(blob) - 1)))
         blob[pos] = data.draw(st.integers(0, 255))
     size = data.draw(st.integers(0, len(blob)))
     path = tmp_path / "damaged.so"
