@@ -1,0 +1,165 @@
+"""``profiler report``: parse options into ReportOptions, build the profile, render it."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import click
+
+from profiler.errors import ReportError
+from profiler.report.options import (
+    CALLGRAPH_MODES,
+    FORMATS,
+    Filters,
+    LoadOptions,
+    ReportOptions,
+    parse_int_list,
+    parse_sort,
+    parse_str_list,
+    parse_time_range,
+)
+
+
+def load_options_from_cli(input: str, comm: str | None, pid: str | None, tid: str | None,
+                          cpu: str | None, dso: str | None, symbol: str | None, time: str | None,
+                          event: str | None, no_demangle: bool,
+                          debug_dir: tuple[str, ...] = ()) -> LoadOptions:
+    filters = Filters(
+        comms=parse_str_list(comm) if comm else (),
+        pids=parse_int_list(pid, "--pid") if pid else (),
+        tids=parse_int_list(tid, "--tid") if tid else (),
+        cpus=parse_int_list(cpu, "--cpu") if cpu else (),
+        dsos=parse_str_list(dso) if dso else (),
+        symbols=parse_str_list(symbol) if symbol else (),
+        time=parse_time_range(time) if time else (None, None),
+        event=event,
+    )
+    return LoadOptions(input=input, filters=filters, demangle=not no_demangle,
+                       debug_dirs=tuple(debug_dir) if debug_dir else None)
+
+
+def describe_filters(f: Filters) -> str:
+    parts = []
+    for name, value in (("--comm", f.comms), ("--pid", f.pids), ("--tid", f.tids), ("--cpu", f.cpus),
+                        ("--dso", f.dsos), ("--symbol", f.symbols)):
+        if value:
+            parts.append(f"{name} {','.join(str(v) for v in value)}")
+    if f.time != (None, None):
+        lo, hi = f.time
+        parts.append(f"--time {'' if lo is None else lo},{'' if hi is None else hi}")
+    return " ".join(parts)
+
+
+def warn(message: str) -> None:
+    click.echo(f"profiler: warning: {message}", err=True)
+
+
+def run_report(opts: ReportOptions, out: TextIO) -> None:
+    """The whole report command after option parsing."""
+    from profiler.report.load import open_capture, progress_printer
+    from profiler.report.render.stats import render_header, render_stats
+
+    opened = open_capture(opts.load.input)
+    reader, data = opened
+    if opts.header:
+        render_header(out, reader.header)
+        return
+    if opts.stats:
+        render_stats(out, reader, data)
+        return
+    names = [ev.name for ev in data.events.events]
+    if opts.load.filters.event is not None or len(names) == 1:
+        events: list[str | None] = [opts.load.filters.event]
+    elif opts.format == "table":
+        events = list(names)
+    else:
+        warn(f"the capture has events {', '.join(names)}: showing {names[0]} (choose with --event).")
+        events = [names[0]]
+    progress = progress_printer(opts.progress)
+    for i, ev in enumerate(events):
+        _report_event(opts, out, opened, ev, progress, first=i == 0)
+
+
+def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | None,
+                  progress: Any, first: bool) -> None:
+    from profiler.report.aggregate import aggregate
+    from profiler.report.callgraph import default_order, row_tree
+    from profiler.report.load import load_profile
+    from profiler.report.render.csvout import render_csv
+    from profiler.report.render.jsonout import render_json
+    from profiler.report.render.table import render_table
+
+    profile = load_profile(opts.load, progress, event=event, opened=opened)
+    if progress is not None:
+        sys.stderr.write("\r\x1b[K")
+    if first:
+        for w in profile.warnings:
+            warn(w)
+    if profile.recorded_samples == 0:
+        raise ReportError(f"{opts.load.input} has no samples of event '{profile.event}': "
+                          f"nothing to report (was the workload too short?).")
+    if profile.total_samples == 0:
+        raise ReportError(f"no samples match the filters ({describe_filters(opts.load.filters)}); "
+                          f"the capture has {profile.recorded_samples} samples of '{profile.event}'.")
+    mode = opts.callgraph
+    graph = profile.has_callchains and mode != "none"
+    children = opts.children and profile.has_callchains
+    order = mode if mode in ("caller", "callee") else default_order(children)
+    flat = aggregate(profile, opts.sort, children, opts.percent_limit, keep_stacks=graph)
+
+    def tree_of(row: int) -> Any:
+        return row_tree(profile, flat, row, order, opts.callchain_threshold)
+
+    def label(fid: int) -> str:
+        fr = profile.frame(fid)
+        return fr.name(profile.demangle) if fr.resolved else f"{fr.addr:#x}"
+
+    def frame(fid: int) -> tuple[str, str]:
+        fr = profile.frame(fid)
+        return label(fid), fr.dso
+
+    if opts.format == "json":
+        render_json(out, flat, tree_of if graph else None, frame)
+    elif opts.format == "csv":
+        render_csv(out, flat)
+    else:
+        render_table(out, flat, tree_of if graph else None, label)
+
+
+@click.command("report")
+@click.option("-i", "--input", "input_", default=LoadOptions.input, show_default=True, help="Capture file to read.")
+@click.option("-s", "--sort", "sort", default=",".join(ReportOptions.sort), show_default=True,
+              help="Sort keys: pid, tid, comm, dso, sym, cpu.")
+@click.option("--children/--no-children", default=True, show_default=True,
+              help="Show the Children column (samples whose call chain contains the entry).")
+@click.option("-g", "--call-graph", "call_graph", type=click.Choice(CALLGRAPH_MODES),
+              help="Call graph order: caller, callee or none (default: caller with --children, "
+                   "callee without).")
+@click.option("--callchain-threshold", type=float, default=ReportOptions.callchain_threshold,
+              show_default=True, help="Hide call graph branches below this percent of the total.")
+@click.option("--percent-limit", type=float, default=0.0, help="Hide rows below this percent.")
+@click.option("--comm", help="Only these commands (comma-separated).")
+@click.option("--pid", help="Only these process ids.")
+@click.option("--tid", help="Only these thread ids.")
+@click.option("--cpu", help="Only samples taken on these CPUs.")
+@click.option("--dso", help="Only samples whose leaf is in these DSOs (name or path).")
+@click.option("--symbol", help="Only samples whose leaf is one of these symbols.")
+@click.option("--time", "time_", metavar="START,END", help="Only this time range, seconds from the capture's start.")
+@click.option("--event", help="The event to report, for captures with several.")
+@click.option("--format", "format_", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--stats", is_flag=True, help="Record counts by type and lost samples, instead of the profile.")
+@click.option("--header", is_flag=True, help="Print the capture's header instead of the profile.")
+@click.option("--no-demangle", is_flag=True, help="Show C++ and Rust names as stored.")
+@click.option("--debug-dir", multiple=True, help="Where to look for separate debug files (default /usr/lib/debug).")
+def command(input_: str, sort: str, children: bool, call_graph: str | None, callchain_threshold: float,
+            percent_limit: float, comm: str | None, pid: str | None, tid: str | None, cpu: str | None,
+            dso: str | None, symbol: str | None, time_: str | None, event: str | None, format_: str,
+            stats: bool, header: bool, no_demangle: bool, debug_dir: tuple[str, ...]) -> None:
+    """Print a flat or call-graph profile of a capture."""
+    load = load_options_from_cli(input_, comm, pid, tid, cpu, dso, symbol, time_, event, no_demangle,
+                                 debug_dir)
+    opts = ReportOptions(load=load, sort=parse_sort(sort), children=children, callgraph=call_graph,
+                         callchain_threshold=callchain_threshold, percent_limit=percent_limit,
+                         format=format_, stats=stats, header=header)
+    run_report(opts, sys.stdout)

@@ -1,0 +1,100 @@
+"""Call trees under flat-profile rows, as perf report draws them.
+
+For a row R (a symbol), the paths merged into its tree are, per stack behind R:
+
+* self mode (``--no-children``): the whole stack, from the root down to the leaf
+  (``caller``) or from the leaf up (``callee``);
+* children mode: where R is the leaf, the whole stack as above; where R is a caller (its
+  first occurrence from the leaf at depth i > 0), ``caller`` shows R down to the leaf and
+  ``callee`` shows R up to the root. This is what perf shows: a caller's tree spreads
+  into its callees, the leaf's tree shows how it was reached.
+
+Nodes whose weight is below the threshold (percent of the report's total) are dropped.
+A chain of nodes that carry the same weight (nothing branches off or ends there) is one
+node with several frames, perf's compressed callchain node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from profiler.report.aggregate import FlatProfile
+from profiler.report.load import Profile
+
+
+@dataclass
+class CallNode:
+    """A tree node: consecutive ``frames`` (ids) that share one ``weight`` (period)."""
+
+    frames: list[int]
+    weight: int
+    samples: int = 0
+    children: list[CallNode] = field(default_factory=list)
+
+
+@dataclass
+class _Trie:
+    weight: int = 0
+    samples: int = 0
+    kids: dict[int, _Trie] = field(default_factory=dict)
+
+
+def row_paths(profile: Profile, flat: FlatProfile, row: int, order: str) -> list[tuple[list[int], int]]:
+    """The (frame-id path, period) pairs merged into ``row``'s tree."""
+    stacks, weights = flat.stacks_of(row)
+    key = int(flat.row_fkey[row]) if len(flat.row_fkey) else -1
+    by_sym = "sym" in flat.sort
+    out: list[tuple[list[int], int]] = []
+    for st, w in zip(stacks.tolist(), weights.tolist()):
+        frames = profile.stack_frame_ids(st).tolist()
+        i = frames.index(key) if by_sym and flat.children and key in frames else 0
+        if order == "callee":
+            path = frames[i:]
+        elif i == 0:
+            path = frames[::-1]
+        else:
+            path = frames[:i + 1][::-1]
+        out.append((path, int(w)))
+    return out
+
+
+def build_tree(paths: list[tuple[list[int], int]], min_weight: float) -> list[CallNode]:
+    """Merge paths into a tree, drop light nodes and compress single-weight chains."""
+    root = _Trie()
+    for path, w in paths:
+        node = root
+        node.weight += w
+        for f in path:
+            node = node.kids.setdefault(f, _Trie())
+            node.weight += w
+    return _compress(root, min_weight)
+
+
+def _compress(trie: _Trie, min_weight: float) -> list[CallNode]:
+    out: list[CallNode] = []
+    for fid, kid in trie.kids.items():
+        if kid.weight < min_weight or kid.weight == 0:
+            continue
+        node = CallNode([fid], kid.weight)
+        cur = kid
+        while len(cur.kids) == 1:
+            (nf, nxt), = cur.kids.items()
+            if nxt.weight != cur.weight or nxt.weight < min_weight:
+                break
+            node.frames.append(nf)
+            cur = nxt
+        node.children = _compress(cur, min_weight)
+        out.append(node)
+    out.sort(key=lambda n: (-n.weight, n.frames[0]))
+    return out
+
+
+def row_tree(profile: Profile, flat: FlatProfile, row: int, order: str, threshold: float) -> list[CallNode]:
+    """The call tree (top-level nodes) of one row; empty when everything is below threshold."""
+    min_weight = flat.total_period * threshold / 100.0
+    return build_tree(row_paths(profile, flat, row, order), min_weight)
+
+
+def default_order(children: bool) -> str:
+    """perf's default: caller graphs with --children, callee graphs without."""
+    return "caller" if children else "callee"

@@ -1,0 +1,435 @@
+"""One call from a capture file to resolved, filtered stacks: :func:`load_profile`.
+
+Steps (each a few numpy calls over all samples, never a Python loop per sample):
+
+1. decode the capture columnar (``profiler.format.bulk``);
+2. replay the non-sample records: every sample gets its process's map generation and its
+   thread's comm (``replay``);
+3. keep the samples the filters select (event, comm, pid, tid, cpu, time);
+4. count identical raw stacks — (pid, map generation, callchain words) — by hashing each
+   callchain twice with vectorised 64-bit mixes and sorting the hashes; only one sample per
+   distinct stack is looked at after this;
+5. split the distinct stacks' callchains at their ``PERF_CONTEXT_*`` markers (the marker
+   before an entry says whether it is a kernel or user address), take the unique addresses
+   and resolve them (``resolve``), per map generation and per DSO in one batch each;
+6. keep the samples whose leaf frame matches ``--dso``/``--symbol``.
+
+The result, :class:`Profile`, is what every report renderer and exporter consumes: frames
+are ids into one :class:`FrameTable`; stacks are CSR arrays of frame ids, leaf first,
+exactly as perf's callchains are ordered.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from profiler.errors import FormatError, ReportError
+from profiler.format import records as R
+from profiler.format.bulk import CaptureData, SampleColumns, load_capture, ranges
+from profiler.format.container import CaptureReader
+from profiler.report.options import Filters, LoadOptions
+from profiler.report.render.model import Frame, StackSample
+from profiler.report.replay import ReplayResult, replay
+from profiler.report.resolve import (
+    FrameInfo,
+    FrameTable,
+    SymbolResolver,
+    default_sources,
+    kernel_symbols_from_metadata,
+)
+
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+Progress = Callable[[str], None]
+
+_CONTEXT_MAX = np.uint64(R.PERF_CONTEXT_MAX)
+_CONTEXT_KERNEL = np.uint64(R.PERF_CONTEXT_KERNEL)
+_CONTEXT_USER = np.uint64(R.PERF_CONTEXT_USER)
+_KERNEL_MODES = (R.PERF_RECORD_MISC_KERNEL, R.PERF_RECORD_MISC_GUEST_KERNEL)
+_HASH_CHUNK = 1 << 18  # samples hashed per step: bounds the temporaries
+
+
+@dataclass
+class StackTable:
+    """The distinct stacks, CSR (``start``), leaf first; per entry the frame id, the offset
+    into its symbol, the address perf script shows, and the raw address."""
+
+    start: I64
+    frames: I64
+    offsets: U64
+    shown: U64
+    addrs: U64
+
+    @classmethod
+    def empty(cls) -> StackTable:
+        z = np.zeros(0, dtype=np.uint64)
+        return cls(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), z, z, z)
+
+
+@dataclass
+class Profile:
+    """A capture's samples of one event, resolved into stacks of frames.
+
+    Per sample (time order): ``samples`` (columns), ``comm`` (index into ``comm_names``),
+    ``stack`` (index into the stack table). The stack table is CSR: stack ``k`` is
+    ``stack_frames[stack_start[k]:stack_start[k + 1]]``, frame ids leaf first.
+    """
+
+    path: str
+    header: dict[str, Any]
+    event: str
+    event_names: list[str]
+    samples: SampleColumns
+    comm: I64
+    comm_names: list[str]
+    stack: I64
+    stack_start: I64
+    stack_frames: I64
+    frames: FrameTable
+    has_callchains: bool
+    stack_table: StackTable
+    demangle: bool = True
+    lost_samples: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    recorded_samples: int = 0  # of this event, before filters
+    start_ns: int = 0  # capture start on the sample clock
+    trailer: dict[str, Any] = field(default_factory=dict)
+    clean_end: bool = True
+
+    @property
+    def total_samples(self) -> int:
+        return len(self.samples)
+
+    @property
+    def total_period(self) -> int:
+        return int(self.samples.period.sum(dtype=np.uint64)) if len(self.samples) else 0
+
+    @property
+    def num_stacks(self) -> int:
+        return len(self.stack_start) - 1
+
+    def stack_frame_ids(self, k: int) -> I64:
+        return self.stack_frames[self.stack_start[k]:self.stack_start[k + 1]]
+
+    def frame(self, frame_id: int) -> FrameInfo:
+        return self.frames[frame_id]
+
+    def leaf_frames(self) -> I64:
+        """The leaf frame id of every stack."""
+        return self.stack_frames[self.stack_start[:-1]]
+
+    def stack_samples(self) -> list[StackSample]:
+        """Distinct (thread, stack) pairs with their sample counts and periods, stacks root
+        first: the input of the folded, flame-graph and speedscope renderers."""
+        s = self.samples
+        if not len(s):
+            return []
+        order = np.lexsort((s.tid, self.stack))
+        st, tid = self.stack[order], s.tid[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = (st[1:] != st[:-1]) | (tid[1:] != tid[:-1])
+        starts = np.flatnonzero(first)
+        counts = np.diff(np.append(starts, len(order)))
+        periods = np.add.reduceat(s.period[order], starts) if len(starts) else np.zeros(0, np.uint64)
+        model = [self.model_frame(i) for i in range(len(self.frames))]
+        out = []
+        for j, pos in enumerate(starts.tolist()):
+            i = int(order[pos])
+            fids = self.stack_frame_ids(int(st[pos])).tolist()
+            out.append(StackSample(
+                comm=self.comm_names[int(self.comm[i])], pid=int(s.pid[i]), tid=int(s.tid[i]),
+                frames=tuple(model[f] for f in reversed(fids)),
+                samples=int(counts[j]), period=int(periods[j]),
+            ))
+        return out
+
+    def model_frame(self, frame_id: int) -> Frame:
+        """The flame-graph model's view of a frame."""
+        f = self.frames[frame_id]
+        kind = f.kind if f.resolved or f.kind == "kernel" else "unknown"
+        return Frame(f.name(self.demangle), f.dso, kind)
+
+
+def open_capture(path: str) -> tuple[CaptureReader, CaptureData]:
+    """Open and decode a capture (errors are the format's one-sentence errors)."""
+    reader = CaptureReader.open(path)
+    try:
+        data = load_capture(reader)
+    except (ValueError, IndexError) as exc:
+        raise FormatError(f"{path} is damaged beyond reading ({exc}).") from None
+    return reader, data
+
+
+def load_profile(options: LoadOptions, progress: Progress | None = None,
+                 event: str | None = None, opened: tuple[CaptureReader, CaptureData] | None = None,
+                 ) -> Profile:
+    """Open, decode, replay, filter and resolve a capture into a :class:`Profile`.
+
+    ``event`` (or ``options.filters.event``) picks one event of a multi-event capture; the
+    default is the first. Raises ReportError when a named event does not exist.
+    """
+    say = progress or (lambda _msg: None)
+    say("decoding")
+    reader, data = opened or open_capture(options.input)
+    warnings = list(reader.warnings) + list(data.warnings)
+    names = [ev.name for ev in data.events.events]
+    ev_index = select_event(names, event or options.filters.event)
+
+    say("replaying")
+    build_ids = _build_ids(reader)
+    rep = replay(data.others, data.others_before, data.samples.pid, data.samples.tid, build_ids)
+    s = data.samples
+    of_event = s.event == ev_index
+    recorded = int(np.count_nonzero(of_event))
+    mask = of_event & _sample_mask(s, rep, options.filters, _start_ns(reader.header, s))
+    if not mask.all():
+        s = s.take(mask)
+    gen, comm = rep.sample_gen[mask], rep.sample_comm[mask]
+
+    say("resolving")
+    has_chains = "callchain" in s.has and options.callchains
+    stack, reps = dedupe_stacks(s, gen, has_chains)
+    resolver = _resolver(reader, rep, options)
+    table = resolve_stacks(s, gen, reps, has_chains, resolver)
+    warnings.extend(resolver.warnings)
+
+    profile = Profile(
+        path=options.input, header=reader.header, event=names[ev_index], event_names=names,
+        samples=s, comm=comm, comm_names=rep.comm_names, stack=stack, stack_start=table.start,
+        stack_frames=table.frames, frames=resolver.frames, stack_table=table, has_callchains=has_chains,
+        demangle=options.demangle, lost_samples=rep.state.lost + rep.state.lost_samples,
+        counts=data.counts, warnings=warnings, recorded_samples=recorded,
+        start_ns=_start_ns(reader.header, data.samples), trailer=reader.trailer,
+        clean_end=reader.clean_end,
+    )
+    f = options.filters
+    if f.dsos or f.symbols:
+        profile = filter_by_leaf(profile, f)
+    return profile
+
+
+def select_event(names: list[str], wanted: str | None) -> int:
+    """Index of the event called ``wanted`` (``cpu-clock`` also matches ``cpu-clock:u``)."""
+    if wanted is None:
+        return 0
+    for i, name in enumerate(names):
+        if name == wanted:
+            return i
+    for i, name in enumerate(names):
+        if name.split(":", 1)[0] == wanted.split(":", 1)[0]:
+            return i
+    raise ReportError(f"the capture has no event {wanted!r}: it has {', '.join(names)}.")
+
+
+def _build_ids(reader: CaptureReader) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for meta in reader.metadata("buildids"):
+        for entry in meta.get("entries") or []:
+            if isinstance(entry, dict) and entry.get("path") and entry.get("build_id"):
+                out[str(entry["path"])] = str(entry["build_id"])
+    return out
+
+
+def _resolver(reader: CaptureReader, rep: ReplayResult, options: LoadOptions) -> SymbolResolver:
+    images: dict[str, bytes] = {}
+    for meta in reader.metadata("vdso"):
+        image = meta.get("image")
+        if isinstance(image, (bytes, bytearray)) and image:
+            images["[vdso]"] = bytes(image)
+    kernel, note = kernel_symbols_from_metadata(reader.metadata("kallsyms"))
+    return SymbolResolver(
+        dsos=rep.dsos, snapshots=rep.snapshots, sources=default_sources(images, options.debug_dirs),
+        kernel=kernel, kernel_note=note, perf_map_dir=options.perf_map_dir,
+    )
+
+
+def _start_ns(header: dict[str, Any], s: SampleColumns) -> int:
+    start = header.get("start_perf_clock_ns")
+    if isinstance(start, int) and start > 0:
+        return start
+    return int(s.time.min()) if len(s) else 0
+
+
+def _sample_mask(s: SampleColumns, rep: ReplayResult, f: Filters, start_ns: int) -> npt.NDArray[np.bool_]:
+    mask = np.ones(len(s), dtype=bool)
+    if f.pids:
+        mask &= np.isin(s.pid, np.asarray(f.pids, dtype=np.int64))
+    if f.tids:
+        mask &= np.isin(s.tid, np.asarray(f.tids, dtype=np.int64))
+    if f.cpus:
+        mask &= np.isin(s.cpu, np.asarray(f.cpus, dtype=np.int64))
+    if f.comms:
+        wanted = [i for i, name in enumerate(rep.comm_names) if name in f.comms]
+        mask &= np.isin(rep.sample_comm, np.asarray(wanted, dtype=np.int64))
+    lo, hi = f.time
+    if lo is not None:
+        mask &= s.time >= np.uint64(max(0, start_ns + int(lo * 1e9)))
+    if hi is not None:
+        mask &= s.time <= np.uint64(max(0, start_ns + int(hi * 1e9)))
+    return mask
+
+
+# --- stacks ---------------------------------------------------------------------------------
+
+
+def raw_stacks(s: SampleColumns, use_chains: bool) -> tuple[I64, U64]:
+    """Each sample's raw stack as CSR (start offsets, words), markers included.
+
+    A sample without a callchain (or with an empty one) gets ``[context marker, ip]``: the
+    marker for its cpumode, so it is read exactly like a one-entry kernel callchain.
+    """
+    n = len(s)
+    ctx = np.where(np.isin(s.cpumode, _KERNEL_MODES), _CONTEXT_KERNEL, _CONTEXT_USER).astype(np.uint64)
+    if use_chains:
+        lengths = s.chain_len.astype(np.int64)
+        empty = lengths == 0
+        if not empty.any():
+            return s.flat_chains()
+        lengths = np.where(empty, 2, lengths)
+        start = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=start[1:])
+        words = np.empty(int(start[-1]), dtype=np.uint64)
+        full = np.flatnonzero(~empty)
+        words[ranges(start[full], lengths[full])] = s.chain_words[ranges(s.chain_first[full], lengths[full])]
+        e = np.flatnonzero(empty)
+        words[start[e]] = ctx[e]
+        words[start[e] + 1] = s.ip[e]
+        return start, words
+    start = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
+    words = np.empty(2 * n, dtype=np.uint64)
+    words[0::2] = ctx
+    words[1::2] = s.ip
+    return start, words
+
+
+_K1, _K2, _K3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9)
+_K4, _K5 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
+
+
+def _mix(v: U64, k: np.uint64) -> U64:
+    v = v * k
+    v ^= v >> np.uint64(31)
+    v *= _K4
+    v ^= v >> np.uint64(29)
+    return v
+
+
+def hash_stacks(start: I64, words: U64, pid: I64, gen: I64) -> tuple[U64, U64]:
+    """Two independent 64-bit hashes of each (pid, generation, stack words), position-aware."""
+    n = len(start) - 1
+    h1 = np.empty(n, dtype=np.uint64)
+    h2 = np.empty(n, dtype=np.uint64)
+    for a in range(0, n, _HASH_CHUNK):
+        b = min(n, a + _HASH_CHUNK)
+        lo, hi = int(start[a]), int(start[b])
+        local = (start[a:b] - lo).astype(np.int64)
+        lens = np.diff(start[a:b + 1])
+        w = words[lo:hi]
+        pos = (np.arange(hi - lo, dtype=np.int64) - np.repeat(local, lens)).astype(np.uint64)
+        pos += np.uint64(1)
+        x = w ^ (pos * _K2)
+        nz = lens > 0
+        s1 = np.zeros(b - a, dtype=np.uint64)
+        s2 = np.zeros(b - a, dtype=np.uint64)
+        if nz.any():
+            s1[nz] = np.add.reduceat(_mix(x, _K1), local[nz])
+            s2[nz] = np.add.reduceat(_mix(x + pos * _K5, _K3), local[nz])
+        del x, pos, w
+        who = pid[a:b].astype(np.uint64) * _K3 + gen[a:b].astype(np.uint64) * _K5 + lens.astype(np.uint64)
+        h1[a:b] = _mix(s1 ^ _mix(who, _K2), _K1)
+        h2[a:b] = _mix(s2 + _mix(who + _K1, _K4), _K2)
+    return h1, h2
+
+
+def dedupe_stacks(s: SampleColumns, gen: I64, use_chains: bool) -> tuple[I64, I64]:
+    """(stack id per sample, one representative sample index per stack)."""
+    n = len(s)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    start, words = raw_stacks(s, use_chains)
+    h1, h2 = hash_stacks(start, words, s.pid, gen)
+    del start, words
+    order = np.lexsort((h2, h1))
+    a, b = h1[order], h2[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    ids_sorted = np.cumsum(new) - 1
+    stack = np.empty(n, dtype=np.int64)
+    stack[order] = ids_sorted
+    reps = order[new]
+    return stack, reps.astype(np.int64)
+
+
+def resolve_stacks(s: SampleColumns, gen: I64, reps: I64, use_chains: bool,
+                   resolver: SymbolResolver) -> StackTable:
+    """Frame ids of each distinct stack (CSR, leaf first), markers dropped."""
+    if len(reps) == 0:
+        return StackTable.empty()
+    sub = s.take(reps)
+    start, words = raw_stacks(sub, use_chains)
+    u = len(reps)
+    lens = np.diff(start)
+    owner = np.repeat(np.arange(u, dtype=np.int64), lens)
+    is_marker = words >= _CONTEXT_MAX
+    idx = np.arange(len(words), dtype=np.int64)
+    last_marker = np.maximum.accumulate(np.where(is_marker, idx, -1))
+    valid = (last_marker >= start[owner]) & (last_marker >= 0)
+    default_ctx = np.where(np.isin(sub.cpumode, _KERNEL_MODES), _CONTEXT_KERNEL, _CONTEXT_USER)
+    ctx = np.where(valid, words[np.maximum(last_marker, 0)], default_ctx[owner])
+    keep = ~is_marker
+    addr, kernel, owner = words[keep], (ctx == _CONTEXT_KERNEL)[keep], owner[keep]
+    pid = np.where(kernel, -1, sub.pid[owner])
+    g = np.where(kernel, -1, gen[reps][owner])
+
+    order = np.lexsort((kernel, addr, g, pid))
+    first = np.ones(len(order), dtype=bool)
+    if len(order) > 1:
+        o = order
+        first[1:] = ((pid[o[1:]] != pid[o[:-1]]) | (g[o[1:]] != g[o[:-1]])
+                     | (addr[o[1:]] != addr[o[:-1]]) | (kernel[o[1:]] != kernel[o[:-1]]))
+    uniq = order[first]
+    which = np.empty(len(order), dtype=np.int64)
+    which[order] = np.cumsum(first) - 1
+    res = resolver.resolve(pid[uniq], g[uniq], addr[uniq], kernel[uniq])
+    counts = np.bincount(owner, minlength=u)
+    stack_start = np.zeros(u + 1, dtype=np.int64)
+    np.cumsum(counts, out=stack_start[1:])
+    return StackTable(stack_start, res.frame[which], res.offset[which], res.shown[which], addr)
+
+
+def filter_by_leaf(profile: Profile, f: Filters) -> Profile:
+    """Keep the samples whose leaf frame is in one of ``f.dsos`` / named one of ``f.symbols``."""
+    ok_frame = np.zeros(len(profile.frames), dtype=bool)
+    for i, fr in enumerate(profile.frames.frames):
+        dso_ok = not f.dsos or fr.dso in f.dsos or fr.dso_path in f.dsos
+        sym_ok = not f.symbols or (fr.symbol is not None and (
+            fr.symbol in f.symbols or fr.name(True) in f.symbols))
+        ok_frame[i] = dso_ok and sym_ok
+    leaf_ok = ok_frame[profile.leaf_frames()] if profile.num_stacks else np.zeros(0, dtype=bool)
+    mask = leaf_ok[profile.stack] if len(profile.stack) else np.zeros(0, dtype=bool)
+    if mask.all():
+        return profile
+    profile.samples = profile.samples.take(mask)
+    profile.comm = profile.comm[mask]
+    profile.stack = profile.stack[mask]
+    return profile
+
+
+def progress_printer(enabled: bool) -> Progress | None:
+    """A progress callback writing phases to stderr, only when stderr is a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+
+    def say(phase: str) -> None:
+        sys.stderr.write(f"\rprofiler: {phase}...\x1b[K")
+        sys.stderr.flush()
+
+    return say

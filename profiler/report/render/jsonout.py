@@ -1,0 +1,84 @@
+"""The flat profile (and optionally call trees) as JSON.
+
+Shape (stable; documented in docs/report.md)::
+
+    {"event": str, "total_samples": int, "total_period": int, "lost_samples": int,
+     "sort": [str, ...], "children_mode": bool,
+     "rows": [{"children": float | null, "self": float, "samples": int, "period": int,
+               "children_samples": int | null, "children_period": int | null,
+               <one field per sort key: "comm", "pid", "tid", "cpu", "dso", "symbol">,
+               "kernel": bool, "callgraph": [node, ...]   (only with a call graph)}, ...]}
+
+Percentages are of ``total_period``, rounded to 4 decimals; ``samples``/``period`` are the
+row's self counts. A call-graph node is ``{"symbol": str, "dso": str, "percent": float,
+"period": int, "children": [node, ...]}`` (a compressed chain becomes nested single nodes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from profiler.report.aggregate import FlatProfile, FlatRow
+from profiler.report.callgraph import CallNode
+
+TreeOf = Callable[[int], list[CallNode]]
+FrameFields = Callable[[int], tuple[str, str]]
+
+
+def row_dict(flat: FlatProfile, row: FlatRow) -> dict[str, Any]:
+    """One row as plain JSON data."""
+    out: dict[str, Any] = {
+        "children": round(flat.percent(row.children_period), 4) if flat.children else None,
+        "self": round(flat.percent(row.self_period), 4),
+        "samples": row.self_samples,
+        "period": row.self_period,
+        "children_samples": row.children_samples if flat.children else None,
+        "children_period": row.children_period if flat.children else None,
+    }
+    for key in flat.sort:
+        if key == "sym":
+            out["symbol"] = row.symbol
+        else:
+            out[key] = getattr(row, key)
+    out["kernel"] = row.kernel
+    return out
+
+
+def tree_json(nodes: list[CallNode], total: int, frame: FrameFields) -> list[dict[str, Any]]:
+    out = []
+    for node in nodes:
+        inner = tree_json(node.children, total, frame)
+        for fid in reversed(node.frames):
+            name, dso = frame(fid)
+            inner = [{"symbol": name, "dso": dso,
+                      "percent": round(100.0 * node.weight / total, 4) if total else 0.0,
+                      "period": node.weight, "children": inner}]
+        out.extend(inner)
+    return out
+
+
+def profile_dict(flat: FlatProfile, tree_of: TreeOf | None = None,
+                 frame: FrameFields | None = None) -> dict[str, Any]:
+    rows = []
+    for i, row in enumerate(flat.rows):
+        d = row_dict(flat, row)
+        if tree_of is not None and frame is not None:
+            d["callgraph"] = tree_json(tree_of(i), flat.total_period, frame)
+        rows.append(d)
+    return {
+        "event": flat.event,
+        "total_samples": flat.total_samples,
+        "total_period": flat.total_period,
+        "lost_samples": flat.lost_samples,
+        "sort": list(flat.sort),
+        "children_mode": flat.children,
+        "rows": rows,
+    }
+
+
+def render_json(out: TextIO, flat: FlatProfile, tree_of: TreeOf | None = None,
+                frame: FrameFields | None = None) -> None:
+    json.dump(profile_dict(flat, tree_of, frame), out, indent=1, ensure_ascii=False)
+    out.write("\n")

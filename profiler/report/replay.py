@@ -1,0 +1,208 @@
+"""Replay of a capture's non-sample records in time order: maps and comms per process.
+
+The handlers (``HANDLERS``, one per record type, as perf's tool callbacks) keep the state of
+every process while the records are replayed:
+
+* COMM: the thread's name; with ``PERF_RECORD_MISC_COMM_EXEC`` ("the comm changed because
+  of exec", perf_event.h) the process starts again with no maps.
+* FORK: a new process (``pid != ppid``) starts with its parent's maps; a new thread
+  (``pid == ppid``) shares its process's maps, which are keyed by pid. The new thread takes
+  its parent thread's name.
+* MMAP / MMAP2: an executable mapping; it replaces whatever it overlaps. Maps of pid -1
+  are the kernel's (perf's convention) and are global. Data mappings
+  (``PERF_RECORD_MISC_MMAP_DATA``) carry no code and are ignored.
+* EXIT: nothing to undo (late samples of an exiting thread still resolve).
+* LOST / LOST_SAMPLES: counted.
+
+Samples are not replayed one by one. Every change is logged as (entity, boundary, value):
+"from sample number ``boundary`` on (in time order), ``entity`` has ``value``". Then a
+sample's map generation and comm are found for all samples at once with one searchsorted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from profiler.format import records as R
+from profiler.format.bulk import OtherRecord
+from profiler.report.maps import EMPTY, KERNEL_MAP_PREFIX, Dso, DsoTable, Map, MapSnapshot
+
+I64 = npt.NDArray[np.int64]
+
+#: perf's pid for kernel maps; the kernel writes the u32 field, so -1 may read as 2**32 - 1.
+KERNEL_PIDS = (-1, 0xFFFFFFFF)
+
+
+@dataclass
+class ReplayState:
+    """Process state while replaying, and the change logs that samples are matched against."""
+
+    dsos: DsoTable = field(default_factory=DsoTable)
+    build_ids: dict[str, str] = field(default_factory=dict)  # path -> hex, from metadata
+    snapshots: list[MapSnapshot] = field(default_factory=lambda: [EMPTY])  # generation -> maps
+    current_gen: dict[int, int] = field(default_factory=dict)  # pid -> generation
+    comm_names: list[str] = field(default_factory=list)
+    comm_ids: dict[str, int] = field(default_factory=dict)
+    tid_comm: dict[int, int] = field(default_factory=dict)
+    kernel_maps: list[tuple[int, int, str]] = field(default_factory=list)  # start, end, name
+    gen_log: list[tuple[int, int, int]] = field(default_factory=list)  # (pid, boundary, gen)
+    comm_log: list[tuple[int, int, int]] = field(default_factory=list)  # (tid, boundary, comm)
+    lost: int = 0
+    lost_samples: int = 0
+    boundary: int = 0  # samples (in time order) before the record being replayed
+
+    def comm_id(self, name: str) -> int:
+        found = self.comm_ids.get(name)
+        if found is None:
+            found = len(self.comm_names)
+            self.comm_names.append(name)
+            self.comm_ids[name] = found
+        return found
+
+    def set_gen(self, pid: int, gen: int) -> None:
+        self.current_gen[pid] = gen
+        self.gen_log.append((pid, self.boundary, gen))
+
+    def set_comm(self, tid: int, comm: int) -> None:
+        self.tid_comm[tid] = comm
+        self.comm_log.append((tid, self.boundary, comm))
+
+    def snapshot_of(self, pid: int) -> MapSnapshot:
+        return self.snapshots[self.current_gen.get(pid, 0)]
+
+
+def on_comm(state: ReplayState, rec: R.Record) -> None:
+    assert isinstance(rec, R.Comm)
+    state.set_comm(rec.tid, state.comm_id(rec.comm))
+    if rec.misc & R.PERF_RECORD_MISC_COMM_EXEC:
+        state.set_gen(rec.pid, 0)
+
+
+def on_fork(state: ReplayState, rec: R.Record) -> None:
+    assert isinstance(rec, R.Fork)
+    if rec.pid != rec.ppid:
+        state.set_gen(rec.pid, state.current_gen.get(rec.ppid, 0))
+    parent_comm = state.tid_comm.get(rec.ptid)
+    if parent_comm is not None:
+        state.set_comm(rec.tid, parent_comm)
+
+
+def on_mmap(state: ReplayState, rec: R.Record) -> None:
+    assert isinstance(rec, (R.Mmap, R.Mmap2))
+    if rec.len <= 0:
+        return
+    end = min(rec.addr + rec.len, 1 << 64)
+    if rec.pid in KERNEL_PIDS or rec.filename.startswith(KERNEL_MAP_PREFIX):
+        state.kernel_maps.append((rec.addr, end, rec.filename))
+        return
+    if rec.misc & R.PERF_RECORD_MISC_MMAP_DATA:
+        return
+    build_id: str | None = None
+    if isinstance(rec, R.Mmap2) and rec.build_id:
+        build_id = rec.build_id.hex()
+    if build_id is None:
+        build_id = state.build_ids.get(rec.filename)
+    dso = state.dsos.intern(Dso(rec.filename, build_id))
+    snap = state.snapshot_of(rec.pid).with_map(Map(rec.addr, end, rec.pgoff, dso))
+    state.snapshots.append(snap)
+    state.set_gen(rec.pid, len(state.snapshots) - 1)
+
+
+def on_lost(state: ReplayState, rec: R.Record) -> None:
+    assert isinstance(rec, R.Lost)
+    state.lost += rec.lost
+
+
+def on_lost_samples(state: ReplayState, rec: R.Record) -> None:
+    assert isinstance(rec, R.LostSamples)
+    state.lost_samples += rec.lost
+
+
+Handler = Callable[[ReplayState, R.Record], None]
+
+HANDLERS: dict[type[R.Record], Handler] = {
+    R.Comm: on_comm,
+    R.Fork: on_fork,
+    R.Mmap: on_mmap,
+    R.Mmap2: on_mmap,
+    R.Lost: on_lost,
+    R.LostSamples: on_lost_samples,
+}
+
+
+@dataclass
+class ReplayResult:
+    """Per-sample map generation and comm, and everything needed to interpret them."""
+
+    state: ReplayState
+    sample_gen: I64  # index into state.snapshots, per sample
+    sample_comm: I64  # index into comm_names, per sample
+    comm_names: list[str]
+
+    @property
+    def snapshots(self) -> list[MapSnapshot]:
+        return self.state.snapshots
+
+    @property
+    def dsos(self) -> DsoTable:
+        return self.state.dsos
+
+
+def replay(others: Sequence[OtherRecord], others_before: I64, sample_pid: I64, sample_tid: I64,
+           build_ids: dict[str, str] | None = None) -> ReplayResult:
+    """Replay ``others`` (sorted by time) and place every sample in the state of its time.
+
+    ``others_before[k]`` is the number of samples that precede ``others[k]``, so a change made
+    by ``others[k]`` applies to samples from index ``others_before[k]`` on.
+    """
+    state = ReplayState(build_ids=dict(build_ids or {}))
+    for k, other in enumerate(others):
+        handler = HANDLERS.get(type(other.record))
+        if handler is not None:
+            state.boundary = int(others_before[k])
+            handler(state, other.record)
+    gen = lookup_changes(sample_pid, state.gen_log, default=0)
+    comm = _sample_comms(state, sample_pid, sample_tid)
+    return ReplayResult(state, gen, comm, state.comm_names)
+
+
+def _sample_comms(state: ReplayState, pid: I64, tid: I64) -> I64:
+    """The comm of each sample's thread; its process's when the thread was never named;
+    ``:TID`` (perf's spelling) when neither is known."""
+    by_tid = lookup_changes(tid, state.comm_log, default=-1)
+    missing = by_tid < 0
+    if missing.any():
+        by_pid = lookup_changes(pid[missing], state.comm_log, default=-1,
+                                positions=np.flatnonzero(missing))
+        still = by_pid < 0
+        if still.any():
+            unknown_tids = tid[missing][still]
+            by_pid[still] = [state.comm_id(f":{t}") for t in unknown_tids.tolist()]
+        by_tid[missing] = by_pid
+    return by_tid
+
+
+def lookup_changes(entity: I64, log: list[tuple[int, int, int]], default: int,
+                   positions: I64 | None = None) -> I64:
+    """For sample i (at time-order position ``positions[i]``, default i) of ``entity[i]``:
+    the value of the latest logged change of that entity with boundary <= the position."""
+    n = len(entity)
+    if not log or n == 0:
+        return np.full(n, default, dtype=np.int64)
+    pos = np.arange(n, dtype=np.int64) if positions is None else positions.astype(np.int64)
+    changes = np.asarray(log, dtype=np.int64)
+    span = int(max(int(pos.max()) if n else 0, int(changes[:, 1].max()))) + 2
+    base = int(min(int(entity.min()), int(changes[:, 0].min())))
+    # Stable order: by entity, then boundary, then log order (the later change wins).
+    order = np.lexsort((np.arange(len(changes)), changes[:, 1], changes[:, 0]))
+    changes = changes[order]
+    ckey = (changes[:, 0] - base) * span + changes[:, 1]
+    skey = (entity.astype(np.int64) - base) * span + pos
+    at = np.searchsorted(ckey, skey, side="right") - 1
+    safe = np.maximum(at, 0)
+    ok = (at >= 0) & (changes[safe, 0] == entity)
+    return np.where(ok, changes[safe, 2], default).astype(np.int64)

@@ -1,0 +1,344 @@
+"""Turning addresses into frames: (pid, map generation, address, kernel?) -> frame id.
+
+Only unique addresses reach this module, grouped so that each step is one numpy call:
+per map generation, the maps are searched with ``searchsorted``; per DSO, file offsets
+become ELF virtual addresses through the ``PT_LOAD`` segment that holds them and then
+symbols with one ``lookup_many``.
+
+Where symbols come from is one ordered list, :attr:`SymbolResolver.sources`: each source
+is asked for a DSO in turn and the first that has its symbols wins (today: the vdso image
+packed in the capture, then the file on this machine, used only when its build-id matches
+the recorded one). A DSO that no source can symbolize gets one warning and its frames
+show as ``[unknown]`` in that DSO with their offset, as perf shows them.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from profiler.report.debugfile import DEFAULT_DEBUG_DIRS
+from profiler.report.demangle import demangle
+from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols, parse_kallsyms
+from profiler.report.maps import Dso, DsoTable, MapSnapshot
+from profiler.report.perfmap import perf_map_path, parse_perf_map
+from profiler.report.symbols import DsoSymbols, SymbolStatus, load_dso_symbols
+from profiler.report.symtab import SymbolTable
+
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+
+UNKNOWN = "[unknown]"
+
+
+@dataclass(frozen=True)
+class FrameInfo:
+    """One distinct frame of the report.
+
+    ``symbol`` is the raw (mangled) name, or None when unresolved; then ``addr`` is what perf
+    prints instead: the offset in the DSO, or the address itself when no map covered it.
+    ``kind`` is "user", "kernel", "jit" or "unknown" (the flame-graph model's kinds).
+    """
+
+    symbol: str | None
+    dso: str  # short name ("libc.so.6", "[kernel.kallsyms]", "[unknown]")
+    dso_path: str
+    kind: str
+    addr: int = 0
+
+    @property
+    def resolved(self) -> bool:
+        return self.symbol is not None
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.kind == "kernel"
+
+    def name(self, demangled: bool = True) -> str:
+        """The symbol's display name; ``[unknown]`` when unresolved."""
+        if self.symbol is None:
+            return UNKNOWN
+        return demangle(self.symbol) if demangled else self.symbol
+
+    def label(self, demangled: bool = True) -> str:
+        """perf report's Symbol text: the name, or the hex address when unresolved."""
+        if self.symbol is not None:
+            return self.name(demangled)
+        if self.dso == UNKNOWN:
+            return f"{self.addr:016x}"
+        return f"0x{self.addr:016x}"
+
+
+class FrameTable:
+    """Interns frames: identical (dso, symbol) or (dso, unresolved address) share an id."""
+
+    def __init__(self) -> None:
+        self.frames: list[FrameInfo] = []
+        self._ids: dict[tuple[str, str, str | None, int], int] = {}
+
+    def intern(self, frame: FrameInfo) -> int:
+        key = (frame.dso_path, frame.kind, frame.symbol, 0 if frame.symbol is not None else frame.addr)
+        found = self._ids.get(key)
+        if found is None:
+            found = len(self.frames)
+            self.frames.append(frame)
+            self._ids[key] = found
+        return found
+
+    def __getitem__(self, frame_id: int) -> FrameInfo:
+        return self.frames[frame_id]
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+
+@dataclass
+class Resolved:
+    """Per address: frame id, offset into its symbol, and the address perf script shows
+    (in the DSO's own address space for user code, absolute for kernel and unmapped)."""
+
+    frame: I64
+    offset: U64
+    shown: U64
+
+    @classmethod
+    def empty(cls, n: int) -> Resolved:
+        return cls(np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.uint64),
+                   np.zeros(n, dtype=np.uint64))
+
+    def put(self, where: I64, part: Resolved) -> None:
+        self.frame[where] = part.frame
+        self.offset[where] = part.offset
+        self.shown[where] = part.shown
+
+
+class SymbolSource(Protocol):
+    """Something that may know the symbols of a DSO (None: ask the next source)."""
+
+    def load(self, dso: Dso) -> DsoSymbols | None: ...
+
+
+@dataclass
+class CapturedImageSource:
+    """DSOs whose whole image the capture holds (the vdso: ``{"[vdso]": image bytes}``)."""
+
+    images: dict[str, bytes]
+    _dir: tempfile.TemporaryDirectory[str] | None = None
+
+    def load(self, dso: Dso) -> DsoSymbols | None:
+        image = self.images.get(dso.path)
+        if not image:
+            return None
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="profiler-images-")
+        path = Path(self._dir.name) / (dso.path.strip("[]/").replace("/", "_") or "image")
+        if not path.exists():
+            path.write_bytes(image)
+        return load_dso_symbols(path, None, (), search_debug_files=False)
+
+
+@dataclass
+class LocalFileSource:
+    """The file at the recorded path on this machine, used only when its build-id matches;
+    its separate debug file is found by build-id or ``.gnu_debuglink`` in ``debug_dirs``."""
+
+    debug_dirs: tuple[str, ...] = tuple(str(d) for d in DEFAULT_DEBUG_DIRS)
+
+    def load(self, dso: Dso) -> DsoSymbols | None:
+        if not dso.is_file:
+            return None
+        return load_dso_symbols(dso.path, dso.build_id, self.debug_dirs)
+
+
+@dataclass
+class SymbolResolver:
+    """Resolves unique addresses to frame ids, warning once per DSO it cannot symbolize."""
+
+    dsos: DsoTable
+    snapshots: Sequence[MapSnapshot]
+    sources: list[SymbolSource]
+    kernel: KernelSymbols | None = None
+    kernel_note: str = ""
+    use_perf_maps: bool = True
+    perf_map_dir: str = "/tmp"
+    frames: FrameTable = field(default_factory=FrameTable)
+    warnings: list[str] = field(default_factory=list)
+    _loaded: dict[int, DsoSymbols | None] = field(default_factory=dict)
+    _perf_maps: dict[int, SymbolTable | None] = field(default_factory=dict)
+    _kernel_warned: bool = False
+
+    # --- DSOs -------------------------------------------------------------------------------
+
+    def dso_symbols(self, dso_id: int) -> DsoSymbols | None:
+        """Symbols of a DSO from the first source that has them (cached); warns once."""
+        if dso_id in self._loaded:
+            return self._loaded[dso_id]
+        dso = self.dsos[dso_id]
+        best: DsoSymbols | None = None
+        for source in self.sources:
+            got = source.load(dso)
+            if got is None:
+                continue
+            if got.ok:
+                best = got
+                break
+            if best is None or got.status is SymbolStatus.BUILD_ID_MISMATCH:
+                best = got
+        if best is not None and not best.ok and best.status is not SymbolStatus.NO_SYMBOLS:
+            self.warnings.append(f"no symbols for {dso.path}: {best.message}; "
+                                 f"its frames show as [unknown].")
+        self._loaded[dso_id] = best if best is not None and best.ok else None
+        return self._loaded[dso_id]
+
+    # --- resolution -------------------------------------------------------------------------
+
+    def resolve(self, pid: I64, gen: I64, addr: U64, kernel: npt.NDArray[np.bool_]) -> Resolved:
+        """Resolve each (pid, generation, address, kernel?) — all arrays the same length."""
+        n = len(addr)
+        out = Resolved(np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.uint64), addr.copy())
+        k = np.flatnonzero(kernel)
+        if len(k):
+            out.put(k, self._resolve_kernel(addr[k]))
+        u = np.flatnonzero(~kernel)
+        if len(u):
+            out.put(u, self._resolve_user(pid[u], gen[u], addr[u]))
+        return out
+
+    def _resolve_kernel(self, addrs: U64) -> Resolved:
+        res = Resolved.empty(len(addrs))
+        res.shown[:] = addrs
+        out = res.frame
+        ks = self.kernel
+        if ks is None or len(ks.kernel) == 0:
+            if not self._kernel_warned:
+                self._kernel_warned = True
+                self.warnings.append(self.kernel_note or "the capture has no kernel symbols: "
+                                     "kernel frames show as [unknown].")
+            for i, a in enumerate(addrs.tolist()):
+                out[i] = self.frames.intern(FrameInfo(None, KERNEL_DSO, KERNEL_DSO, "kernel", a))
+            return res
+        idx, offs = ks.kernel.lookup_many(addrs)
+        res.offset[:] = offs
+        for i, (a, j) in enumerate(zip(addrs.tolist(), idx.tolist())):
+            if j >= 0:
+                out[i] = self.frames.intern(FrameInfo(ks.kernel.name(j), KERNEL_DSO, KERNEL_DSO, "kernel"))
+                continue
+            hit = ks.lookup(a)
+            if hit is not None:
+                out[i] = self.frames.intern(FrameInfo(hit[1], hit[0], hit[0], "kernel"))
+                res.offset[i] = hit[2]
+            else:
+                out[i] = self.frames.intern(FrameInfo(None, KERNEL_DSO, KERNEL_DSO, "kernel", a))
+        return res
+
+    def _resolve_user(self, pid: I64, gen: I64, addr: U64) -> Resolved:
+        n = len(addr)
+        dso = np.full(n, -1, dtype=np.int64)
+        offset = addr.copy()
+        for g in np.unique(gen).tolist():
+            sel = np.flatnonzero(gen == g)
+            d, o = self.snapshots[g].lookup_many(addr[sel])
+            dso[sel], offset[sel] = d, o
+        out = Resolved.empty(n)
+        for d in np.unique(dso).tolist():
+            sel = np.flatnonzero(dso == d)
+            if d < 0 or self.dsos[d].is_anon:
+                out.put(sel, self._resolve_unmapped(d, pid[sel], addr[sel], offset[sel]))
+            else:
+                out.put(sel, self._resolve_in_dso(d, offset[sel]))
+        return out
+
+    def _resolve_in_dso(self, dso_id: int, offsets: U64) -> Resolved:
+        dso = self.dsos[dso_id]
+        short, path = dso.short_name, dso.path
+        syms = self.dso_symbols(dso_id)
+        res = Resolved.empty(len(offsets))
+        res.shown[:] = offsets
+        out = res.frame
+        if syms is None:
+            for i, off in enumerate(offsets.tolist()):
+                out[i] = self.frames.intern(FrameInfo(None, short, path, "user", off))
+            return res
+        if syms.layout is not None and syms.layout.load_segments:
+            vaddrs, found = syms.layout.file_offsets_to_vaddrs(offsets)
+        else:
+            vaddrs, found = offsets, np.ones(len(offsets), dtype=bool)
+        idx, offs = syms.table.lookup_many(vaddrs)
+        idx = np.where(found, idx, -1)
+        shown = np.where(found, vaddrs, offsets)
+        res.shown[:] = shown
+        res.offset[:] = offs
+        for i, (j, a) in enumerate(zip(idx.tolist(), shown.tolist())):
+            if j >= 0:
+                out[i] = self.frames.intern(FrameInfo(syms.table.name(j), short, path, "user"))
+            else:
+                out[i] = self.frames.intern(FrameInfo(None, short, path, "user", a))
+        return res
+
+    def _resolve_unmapped(self, dso_id: int, pid: I64, addr: U64, offset: U64) -> Resolved:
+        """Addresses in anonymous memory or in no map: JIT symbols from /tmp/perf-PID.map."""
+        res = Resolved.empty(len(addr))
+        res.shown[:] = addr
+        out = res.frame
+        dso = self.dsos[dso_id] if dso_id >= 0 else None
+        for i, (p, a, off) in enumerate(zip(pid.tolist(), addr.tolist(), offset.tolist())):
+            table = self._perf_map(p)
+            hit = table.lookup(a) if table is not None else None
+            if hit is not None:
+                name = f"perf-{p}.map"
+                res.offset[i] = hit[1]
+                out[i] = self.frames.intern(FrameInfo(hit[0], name, str(perf_map_path(p, self.perf_map_dir)), "jit"))
+            elif dso is not None:
+                out[i] = self.frames.intern(FrameInfo(None, dso.short_name, dso.path, "user", off))
+            else:
+                out[i] = self.frames.intern(FrameInfo(None, UNKNOWN, UNKNOWN, "unknown", a))
+        return res
+
+    def _perf_map(self, pid: int) -> SymbolTable | None:
+        if not self.use_perf_maps:
+            return None
+        if pid not in self._perf_maps:
+            path = perf_map_path(pid, self.perf_map_dir)
+            table: SymbolTable | None = None
+            try:
+                text = path.read_text(encoding="utf-8", errors="surrogateescape")
+                table, bad = parse_perf_map(text)
+                if bad:
+                    self.warnings.append(f"{path}: skipped {bad} malformed lines.")
+            except FileNotFoundError:
+                table = None
+            except OSError as exc:
+                self.warnings.append(f"cannot read JIT symbols {path}: {exc.strerror}.")
+            self._perf_maps[pid] = table
+        return self._perf_maps[pid]
+
+
+def kernel_symbols_from_metadata(kallsyms: list[dict[str, object]]) -> tuple[KernelSymbols | None, str]:
+    """The capture's kallsyms snapshot, parsed; or None and why kernel frames stay unknown."""
+    if not kallsyms:
+        return None, "the capture has no kallsyms snapshot: kernel frames show as [unknown]."
+    meta = kallsyms[-1]
+    text = meta.get("text")
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
+    if not isinstance(text, str) or not text:
+        return None, "the capture's kallsyms snapshot is empty: kernel frames show as [unknown]."
+    ks = parse_kallsyms(text)
+    if ks.all_zero or meta.get("hidden"):
+        return None, ("kernel addresses were hidden when recording (kernel.kptr_restrict="
+                      f"{meta.get('kptr_restrict', '?')}): kernel frames show as [unknown].")
+    return ks, ""
+
+
+def default_sources(images: dict[str, bytes], debug_dirs: Sequence[str | os.PathLike[str]] | None = None,
+                    ) -> list[SymbolSource]:
+    """The ordered symbol sources: captured images first, then the local file by build-id."""
+    dirs = tuple(str(d) for d in (DEFAULT_DEBUG_DIRS if debug_dirs is None else debug_dirs))
+    return [CapturedImageSource(images), LocalFileSource(dirs)]
