@@ -1,0 +1,377 @@
+"""``profiler archive``: pack what symbolization needs into the capture itself.
+
+For every DSO a sample's ip or callchain touches (executable, shared libraries, the vdso,
+the kernel and its modules, JIT maps) one metadata frame of kind ``symbols`` is added::
+
+    {"kind": "elf" | "vdso" | "kernel" | "jit", "path": str, "build_id": hex | None,
+     "layout": ElfLayout.to_packed() | None,      # load segments: file offset -> vaddr
+     "symtab": SymbolTable.to_packed(),           # elf, vdso, jit
+     "kallsyms": KernelSymbols.to_packed(),       # kernel (modules inside)
+     "pid": int,                                  # jit
+     "coverage": "sampled" | "all", "source": where the archive found it}
+
+Not whole binaries: by default only the symbols that cover a sampled address are kept
+(``coverage: "sampled"``), each with its exact extent, and the result is checked: every
+sampled address must resolve to the same symbol and offset as with the full table, else
+that DSO's full table is packed instead. ``all_symbols=True`` packs full tables.
+
+Symbols are found on the recording machine through :class:`SymbolSources` without its
+packed step (``--symfs``, debug directories, the local file only when its build-id
+matches). Re-running is harmless: a DSO already packed (same kind and build-id) is skipped.
+
+Safety: the new capture is built in a temporary file beside the target (a copy of the
+capture with the frames appended, or the stripped copy) and moved over it with one
+``os.replace``. An interrupted or failed archive leaves the capture byte for byte as it
+was. Appending in place would be cheaper but not safe: the trailer (the clean-end mark)
+must be cut before appending, so a crash in between would leave a capture that looks like
+an interrupted recording.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import msgpack
+import numpy as np
+import numpy.typing as npt
+
+from profiler.errors import ProfilerError, UsageError
+from profiler.format.bulk import load_capture
+from profiler.format.container import CaptureReader, CaptureWriter
+from profiler.report.buildids import DsoUse, scan_capture
+from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols
+from profiler.report.sources import (
+    KIND_ELF,
+    KIND_JIT,
+    KIND_KERNEL,
+    KIND_VDSO,
+    SYMBOLS_META,
+    SymbolSources,
+    packed_key,
+)
+from profiler.report.strip import write_stripped_copy
+from profiler.report.symtab import SymbolTable
+
+U64 = npt.NDArray[np.uint64]
+
+
+@dataclass(frozen=True)
+class PackedDso:
+    """One DSO the archive packed."""
+
+    kind: str
+    path: str
+    build_id: str | None
+    symbols: int
+    bytes: int  # msgpack size of its frame's payload (before the container's zlib)
+    source: str
+    coverage: str
+
+
+@dataclass
+class ArchiveResult:
+    """What ``archive_capture`` did: packed DSOs, skipped ones, and the bytes it added."""
+
+    capture: Path
+    output: Path
+    packed: list[PackedDso] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    not_found: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    bytes_before: int = 0
+    bytes_after: int = 0
+    written: bool = False
+    stripped: bool = False
+
+    @property
+    def bytes_added(self) -> int:
+        return self.bytes_after - self.bytes_before
+
+
+@dataclass
+class ArchivePlan:
+    payloads: list[dict[str, Any]] = field(default_factory=list)
+    packed: list[PackedDso] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    not_found: list[tuple[str, str]] = field(default_factory=list)
+
+
+def archive_capture(
+    path: str | os.PathLike[str],
+    *,
+    output: str | os.PathLike[str] | None = None,
+    strip_paths: bool = False,
+    symfs: str | os.PathLike[str] | None = None,
+    debug_dirs: tuple[str, ...] | None = None,
+    kallsyms_path: str | os.PathLike[str] | None = None,
+    perf_map_dir: str | os.PathLike[str] = "/tmp",
+    all_symbols: bool = False,
+) -> ArchiveResult:
+    """Pack the symbols of every sampled DSO into the capture at ``path`` (or a copy at ``output``).
+
+    Raises :class:`ProfilerError` with one sentence when the capture cannot be read or
+    written; the capture is then unchanged.
+    """
+    src = Path(path)
+    out = src if output is None else Path(output)
+    if strip_paths and output is None:
+        raise UsageError("--strip-paths writes a copy for sharing: name it with -o OUT.")
+    in_place = _same_file(src, out)
+    if in_place:
+        if strip_paths:
+            raise UsageError("--strip-paths writes a copy: -o must name another file than the capture.")
+        check_writable(src)
+    reader = CaptureReader.open(src)
+    try:
+        existing = SymbolSources(reader)
+        finder = SymbolSources(reader, symfs=symfs, debug_dirs=debug_dirs, kallsyms_path=kallsyms_path,
+                               perf_map_dir=perf_map_dir, use_packed=False)
+        found = scan_capture(reader, load_capture(reader), lambda: finder.kernel()[0])
+        plan = plan_archive(found.hit(), existing, finder, all_symbols)
+        result = ArchiveResult(src, out, plan.packed, plan.already, plan.not_found,
+                               bytes_before=reader.size, bytes_after=reader.size, stripped=strip_paths)
+        if in_place and not plan.payloads:
+            return result
+        _write(reader, src, out, plan.payloads, strip_paths, in_place)
+        result.written = True
+        result.bytes_after = out.stat().st_size
+        return result
+    finally:
+        reader.close()
+
+
+def check_writable(path: Path) -> None:
+    """Fail early, before any work, when the capture cannot be written (mode, immutable flag)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ProfilerError(f"{path}: no such file.") from None
+    except OSError as exc:
+        raise ProfilerError(f"cannot archive into {path}: {exc.strerror or exc} "
+                            f"(it needs write permission); the capture was left unchanged.") from None
+    os.close(fd)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+# --- planning ---------------------------------------------------------------------------------
+
+
+def plan_archive(uses: list[DsoUse], existing: SymbolSources, finder: SymbolSources,
+                 all_symbols: bool = False) -> ArchivePlan:
+    """The ``symbols`` payloads still missing from the capture for the DSOs in ``uses``."""
+    plan = ArchivePlan()
+    kernel_uses = [u for u in uses if u.kind == KIND_KERNEL]
+    for use in uses:
+        if use.kind == KIND_KERNEL:
+            continue
+        if _already_packed(use, existing):
+            plan.already.append(use.path)
+            continue
+        payload, why = _pack_user(use, finder, all_symbols)
+        if payload is None and use.kind == KIND_JIT and not use.anon:
+            continue  # addresses in no map and no JIT map: perf's [unknown], nothing to look for
+        _add(plan, use, payload, why)
+    if kernel_uses:
+        _plan_kernel(plan, kernel_uses, existing, finder, all_symbols)
+    return plan
+
+
+def _already_packed(use: DsoUse, existing: SymbolSources) -> bool:
+    if use.kind == KIND_JIT:
+        return packed_key(KIND_JIT, use.path, None, use.pid) in existing.packed_keys
+    if use.kind == KIND_VDSO:
+        return any(k.startswith(f"{KIND_VDSO}:") for k in existing.packed_keys)
+    return existing.packed(use.kind, use.path, use.build_id) is not None
+
+
+def _add(plan: ArchivePlan, use: DsoUse, payload: dict[str, Any] | None, why: str) -> None:
+    if payload is None:
+        plan.not_found.append((use.path, why))
+        return
+    size = len(msgpack.packb(payload, use_bin_type=True))
+    count = int(payload.get("count", 0))
+    plan.payloads.append(payload)
+    plan.packed.append(PackedDso(use.kind, use.path, payload.get("build_id"), count, size,
+                                 str(payload.get("source", "")), str(payload.get("coverage", ""))))
+
+
+def _pack_user(use: DsoUse, finder: SymbolSources, all_symbols: bool) -> tuple[dict[str, Any] | None, str]:
+    if use.kind == KIND_JIT:
+        table, label = finder.jit(use.pid or 0)
+        if table is None or not len(table):
+            return None, "no JIT symbol map (perf-PID.map) found"
+        symtab, coverage, count = subset_table(table, use.addrs, all_symbols)
+        return {"kind": KIND_JIT, "path": use.path, "build_id": None, "pid": use.pid, "layout": None,
+                "symtab": symtab, "count": count, "coverage": coverage, "source": label}, ""
+    syms, label = finder.for_dso(use.path, use.build_id)
+    if not syms.ok:
+        return None, syms.message or label
+    layout = syms.layout
+    if layout is not None and layout.load_segments:
+        vaddrs, found = layout.file_offsets_to_vaddrs(use.addrs)
+        vaddrs = vaddrs[found]
+    else:
+        vaddrs = use.addrs
+    symtab, coverage, count = subset_table(syms.table, _with_return_sites(vaddrs), all_symbols)
+    build_id = use.build_id or (layout.build_id if layout is not None else None)
+    kind = KIND_VDSO if use.kind == KIND_VDSO else KIND_ELF
+    return {"kind": kind, "path": use.path, "build_id": build_id,
+            "layout": None if layout is None else layout.to_packed(),
+            "symtab": symtab, "count": count, "coverage": coverage, "source": label}, ""
+
+
+def _with_return_sites(addrs: U64) -> U64:
+    """The addresses and each one minus 1: a callchain's return address may be looked up
+    as the call instruction's address by a reporter that adjusts it."""
+    a = np.asarray(addrs, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        return np.unique(np.concatenate([a, a[a > 0] - np.uint64(1)]))
+
+
+def subset_table(table: SymbolTable, addrs: U64, all_symbols: bool) -> tuple[dict[str, Any], str, int]:
+    """(packed table, coverage, symbol count): only the symbols covering ``addrs``, when
+    that subset resolves every one of them exactly as the full table does."""
+    if all_symbols or not len(table):
+        return table.to_packed(), "all", len(table)
+    idx, off = table.lookup_many(addrs)
+    keep = np.unique(idx[idx >= 0])
+    packed = table.to_packed(keep.tolist())
+    small = SymbolTable.from_packed(packed)
+    idx2, off2 = small.lookup_many(addrs)
+    hit = idx >= 0
+    same = (np.array_equal(hit, idx2 >= 0) and np.array_equal(off[hit], off2[hit])
+            and np.array_equal(np.searchsorted(keep, idx[hit]), idx2[hit]))
+    if not same:
+        return table.to_packed(), "all", len(table)
+    return packed, "sampled", int(keep.shape[0])
+
+
+def _plan_kernel(plan: ArchivePlan, uses: list[DsoUse], existing: SymbolSources, finder: SymbolSources,
+                 all_symbols: bool) -> None:
+    kernel = next((u for u in uses if u.path == KERNEL_DSO), uses[0])
+    if existing.packed(KIND_KERNEL, KERNEL_DSO, kernel.build_id) is not None or any(
+            k.startswith(f"{KIND_KERNEL}:") for k in existing.packed_keys):
+        plan.already.append(KERNEL_DSO)
+        return
+    ks, label, note = finder.kernel()
+    merged = DsoUse(KIND_KERNEL, KERNEL_DSO, kernel.build_id, samples=max(u.samples for u in uses),
+                    addrs=np.unique(np.concatenate([u.addrs for u in uses])))
+    if ks is None:
+        _add(plan, merged, None, note.rstrip("."))
+        return
+    packed, coverage, count = subset_kernel(ks, merged.addrs, all_symbols)
+    payload = {"kind": KIND_KERNEL, "path": KERNEL_DSO, "build_id": kernel.build_id, "layout": None,
+               "kallsyms": packed, "count": count, "coverage": coverage, "source": label}
+    _add(plan, merged, payload, "")
+
+
+def subset_kernel(ks: KernelSymbols, addrs: U64, all_symbols: bool) -> tuple[dict[str, Any], str, int]:
+    """Kernel and module symbols covering ``addrs`` (checked as :func:`subset_table`)."""
+    full = ks.to_packed()
+    total = len(ks.kernel) + sum(len(t) for t in ks.modules.values())
+    if all_symbols:
+        return full, "all", total
+    idx, _ = ks.kernel.lookup_many(addrs)
+    keep_kernel = np.unique(idx[idx >= 0]).tolist()
+    keep_mod: dict[str, list[int]] = {}
+    for a in addrs[idx < 0].tolist():
+        module = ks.module_for(int(a))
+        if module is not None:
+            i, _ = ks.modules[module].lookup_index(int(a))
+            if i >= 0:
+                keep_mod.setdefault(module, []).append(i)
+    packed = {"all_zero": False, "kernel": ks.kernel.to_packed(keep_kernel),
+              "modules": {m: ks.modules[m].to_packed(ix) for m, ix in keep_mod.items()}}
+    small = KernelSymbols.from_packed(packed)
+    if any(ks.lookup(int(a)) != small.lookup(int(a)) for a in addrs.tolist()):
+        return full, "all", total
+    return packed, "sampled", len(keep_kernel) + sum(len(set(v)) for v in keep_mod.values())
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def _write(reader: CaptureReader, src: Path, out: Path, payloads: list[dict[str, Any]],
+           strip: bool, in_place: bool) -> None:
+    """Build the new capture in a temporary file beside ``out``, then ``os.replace`` it."""
+    tmp = out.with_name(f".{out.name}.archive-{os.getpid()}.tmp")
+    try:
+        if strip:
+            write_stripped_copy(reader, tmp, [(SYMBOLS_META, p) for p in payloads])
+        else:
+            _copy(src, tmp)
+            writer = CaptureWriter.append_to(tmp)
+            try:
+                for payload in payloads:
+                    writer.write_meta(SYMBOLS_META, payload)
+                if reader.clean_end:
+                    writer.close(reader.trailer)
+            finally:
+                writer.abort()
+        _settle(src if in_place else None, tmp)
+        os.replace(tmp, out)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
+
+
+def _copy(src: Path, tmp: Path) -> None:
+    try:
+        shutil.copyfile(src, tmp)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise ProfilerError(f"the disk is full: cannot archive into {tmp.parent}; "
+                                f"the capture was left unchanged.") from None
+        raise ProfilerError(f"cannot write beside {tmp.parent / tmp.name.split('.archive-')[0][1:]}: "
+                            f"{exc.strerror or exc}; the capture was left unchanged.") from None
+
+
+def _settle(original: Path | None, tmp: Path) -> None:
+    """Give the new file the original's mode and owner (or 0600), and flush it to disk."""
+    try:
+        if original is not None:
+            st = original.stat()
+            os.chmod(tmp, st.st_mode & 0o7777)
+            if os.geteuid() == 0:
+                os.chown(tmp, st.st_uid, st.st_gid)
+        else:
+            os.chmod(tmp, 0o600)
+        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ProfilerError(f"cannot finish {tmp}: {exc.strerror or exc}; the capture was left unchanged.") from None
+
+
+def render_result(result: ArchiveResult, stream: TextIO) -> None:
+    """What was packed, skipped and not found, and the bytes added."""
+    for p in result.packed:
+        stream.write(f"packed  {p.kind:<6} {p.path}  ({p.symbols} symbols, {p.coverage}, {p.bytes} bytes, "
+                     f"from {p.source})\n")
+    for path in result.already:
+        stream.write(f"already {path}\n")
+    for path, why in result.not_found:
+        stream.write(f"missing {path}: {why}\n")
+    target = result.output
+    if result.written:
+        stream.write(f"[ profiler archive: packed {len(result.packed)} DSOs into {target} "
+                     f"(+{result.bytes_added} bytes); {len(result.already)} already packed; "
+                     f"{len(result.not_found)} not found ]\n")
+    else:
+        stream.write(f"[ profiler archive: nothing to add to {target}; {len(result.already)} already packed; "
+                     f"{len(result.not_found)} not found ]\n")

@@ -1,0 +1,235 @@
+"""Which DSOs a capture's samples touch, with their build-ids: the input of ``profiler
+buildids`` and ``profiler archive``.
+
+Every sample contributes its ``ip`` and, when recorded, every callchain entry. The
+``PERF_CONTEXT_*`` marker before an entry says whether it is a kernel or a user address
+(perf_event.h: "PERF_CONTEXT_KERNEL ... PERF_CONTEXT_USER" mark where each part of the
+chain starts); an entry before any marker, and a bare ``ip``, take the sample's cpumode.
+User addresses are placed in their process's maps at the sample's time (the reporter's
+``replay``), giving (DSO, file offset); addresses in no file (anonymous memory, no map)
+belong to the process's JIT map ``/tmp/perf-PID.map``. Kernel addresses go to the kernel,
+split into modules when kernel symbols are known.
+
+Nothing here depends on the machine that reads the capture: byte order and word size come
+from the capture's header (through the format's decoder), never from the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import numpy as np
+import numpy.typing as npt
+
+from profiler.format import records as R
+from profiler.format.bulk import CaptureData, SampleColumns, load_capture
+from profiler.format.container import CaptureReader
+from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols
+from profiler.report.maps import Dso
+from profiler.report.perfmap import perf_map_path
+from profiler.report.replay import replay
+from profiler.report.sources import KIND_ELF, KIND_JIT, KIND_KERNEL, KIND_VDSO, VDSO, SymbolSources
+
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+
+_CONTEXT_MAX = np.uint64(R.PERF_CONTEXT_MAX)
+_CONTEXT_KERNEL = np.uint64(R.PERF_CONTEXT_KERNEL)
+_CONTEXT_USER = np.uint64(R.PERF_CONTEXT_USER)
+_KERNEL_MODES = (R.PERF_RECORD_MISC_KERNEL, R.PERF_RECORD_MISC_GUEST_KERNEL)
+
+
+@dataclass
+class DsoUse:
+    """One DSO of the capture and the addresses its samples hit.
+
+    ``addrs`` are file offsets for ELF files and the vdso, absolute addresses for the kernel
+    and JIT maps; ``samples`` counts samples whose ip or callchain falls in the DSO.
+    """
+
+    kind: str  # "elf" | "vdso" | "kernel" | "jit"
+    path: str
+    build_id: str | None
+    samples: int = 0
+    addrs: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
+    pid: int | None = None  # JIT maps: the process
+    anon: bool = False  # JIT maps: some address lies in anonymous executable memory (not just in no map)
+
+    @property
+    def name(self) -> str:
+        return self.path
+
+
+@dataclass
+class CaptureDsos:
+    """Every DSO of a capture (mapped ELF files even when no sample hit them)."""
+
+    dsos: list[DsoUse]
+    total_samples: int
+    kernel_build_id: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def hit(self) -> list[DsoUse]:
+        return [d for d in self.dsos if d.samples > 0]
+
+
+def build_ids_of(reader: CaptureReader) -> dict[str, str]:
+    """path -> build-id from the capture's ``buildids`` metadata."""
+    out: dict[str, str] = {}
+    for meta in reader.metadata("buildids"):
+        for entry in meta.get("entries") or []:
+            if isinstance(entry, dict) and entry.get("path") and entry.get("build_id"):
+                out[str(entry["path"])] = str(entry["build_id"])
+    return out
+
+
+def sample_addresses(s: SampleColumns) -> tuple[I64, U64, npt.NDArray[np.bool_]]:
+    """Every (sample index, address, kernel?) of ips and callchains, markers dropped."""
+    n = len(s)
+    ctx_default = np.where(np.isin(s.cpumode, _KERNEL_MODES), _CONTEXT_KERNEL, _CONTEXT_USER).astype(np.uint64)
+    owner_ip = np.arange(n, dtype=np.int64)
+    kernel_ip = ctx_default == _CONTEXT_KERNEL
+    if "callchain" not in s.has or not len(s) or not int(s.chain_len.sum()):
+        return owner_ip, s.ip.astype(np.uint64), kernel_ip
+    start, words = s.flat_chains()
+    lens = np.diff(start)
+    owner = np.repeat(np.arange(n, dtype=np.int64), lens)
+    is_marker = words >= _CONTEXT_MAX
+    idx = np.arange(len(words), dtype=np.int64)
+    last = np.maximum.accumulate(np.where(is_marker, idx, -1)) if len(words) else idx
+    valid = (last >= 0) & (last >= start[:-1][owner])
+    ctx = np.where(valid, words[np.maximum(last, 0)], ctx_default[owner])
+    keep = ~is_marker & ((ctx == _CONTEXT_KERNEL) | (ctx == _CONTEXT_USER))
+    return (np.concatenate([owner_ip, owner[keep]]), np.concatenate([s.ip, words[keep]]).astype(np.uint64),
+            np.concatenate([kernel_ip, (ctx == _CONTEXT_KERNEL)[keep]]))
+
+
+def scan_capture(reader: CaptureReader, data: CaptureData | None = None,
+                 kernel_symbols: Callable[[], KernelSymbols | None] | None = None) -> CaptureDsos:
+    """Every DSO of the capture with the samples and addresses that hit it."""
+    data = data if data is not None else load_capture(reader)
+    s = data.samples
+    rep = replay(data.others, data.others_before, s.pid, s.tid, build_ids_of(reader))
+    owner, addr, kernel = sample_addresses(s)
+    uses: dict[tuple[str, str, Any], DsoUse] = {}
+    hits: list[tuple[I64, tuple[str, str, Any]]] = []  # (sample indices, key)
+
+    def add(kind: str, path: str, bid: str | None, who: I64, addrs: U64, pid: int | None = None,
+            anon: bool = False) -> None:
+        key = (kind, path, pid if kind == KIND_JIT else bid)
+        use = uses.get(key)
+        if use is None:
+            use = uses[key] = DsoUse(kind, path, bid, pid=pid)
+        use.anon |= anon
+        use.addrs = np.union1d(use.addrs, addrs).astype(np.uint64)
+        hits.append((who, key))
+
+    for dso in rep.dsos.dsos:  # every mapped file, hit or not
+        kind = KIND_VDSO if dso.path == VDSO else KIND_ELF
+        if dso.is_file or kind == KIND_VDSO:
+            uses.setdefault((kind, dso.path, dso.build_id), DsoUse(kind, dso.path, dso.build_id))
+    _user_hits(rep, s, owner[~kernel], addr[~kernel], add)
+    kbid = _kernel_build_id(reader)
+    k_owner, k_addr = owner[kernel], addr[kernel]
+    if len(k_addr):
+        ks = kernel_symbols() if kernel_symbols is not None else None
+        for path, sel in _kernel_split(ks, k_addr):
+            add(KIND_KERNEL, path, kbid if path == KERNEL_DSO else None, k_owner[sel], k_addr[sel])
+    _count_samples(uses, hits)
+    order = sorted(uses.values(), key=lambda u: (-u.samples, u.kind, u.path))
+    return CaptureDsos(order, len(s), kbid, list(data.warnings))
+
+
+def _user_hits(rep: Any, s: SampleColumns, owner: I64, addr: U64,
+               add: Callable[..., None]) -> None:
+    if not len(addr):
+        return
+    gen = rep.sample_gen[owner]
+    dso_ids = np.full(len(addr), -1, dtype=np.int64)
+    offsets = addr.copy()
+    for g in np.unique(gen).tolist():
+        sel = np.flatnonzero(gen == g)
+        dso_ids[sel], offsets[sel] = rep.snapshots[g].lookup_many(addr[sel])
+    for d in np.unique(dso_ids).tolist():
+        sel = np.flatnonzero(dso_ids == d)
+        dso: Dso | None = rep.dsos[d] if d >= 0 else None
+        if dso is not None and (dso.is_file or dso.path == VDSO):
+            kind = KIND_VDSO if dso.path == VDSO else KIND_ELF
+            add(kind, dso.path, dso.build_id, owner[sel], np.unique(offsets[sel]))
+            continue
+        pids = s.pid[owner[sel]]
+        for pid in np.unique(pids).tolist():
+            mine = sel[pids == pid]
+            add(KIND_JIT, str(perf_map_path(int(pid))), None, owner[mine], np.unique(addr[mine]), int(pid),
+                anon=dso is not None)
+
+
+def _kernel_split(ks: KernelSymbols | None, addrs: U64) -> list[tuple[str, npt.NDArray[np.bool_]]]:
+    """Kernel addresses grouped by ``[kernel.kallsyms]`` and ``[module]``."""
+    if ks is None or not ks.modules:
+        return [(KERNEL_DSO, np.ones(len(addrs), dtype=bool))]
+    idx, _ = ks.kernel.lookup_many(addrs)
+    names = np.array([KERNEL_DSO if i >= 0 else f"[{ks.module_for(int(a)) or 'kernel.kallsyms'}]"
+                      for i, a in zip(idx.tolist(), addrs.tolist())], dtype=object)
+    return [(str(name), names == name) for name in sorted(set(names.tolist()))]
+
+
+def _count_samples(uses: dict[tuple[str, str, Any], DsoUse], hits: list[tuple[I64, tuple[str, str, Any]]]) -> None:
+    per_key: dict[tuple[str, str, Any], list[I64]] = {}
+    for who, key in hits:
+        per_key.setdefault(key, []).append(who)
+    for key, parts in per_key.items():
+        uses[key].samples = int(np.unique(np.concatenate(parts)).shape[0])
+
+
+def _kernel_build_id(reader: CaptureReader) -> str | None:
+    for meta in reversed(reader.metadata("kernel")):
+        bid = meta.get("build_id")
+        if isinstance(bid, str) and bid:
+            return bid.lower()
+    return None
+
+
+# --- the buildids listing -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuildIdRow:
+    """One line of ``profiler buildids``."""
+
+    path: str
+    kind: str
+    build_id: str | None
+    samples: int
+    source: str
+
+
+def build_id_rows(found: CaptureDsos, sources: SymbolSources) -> list[BuildIdRow]:
+    """Each DSO with where its symbols come from on this machine."""
+    rows = []
+    for use in found.dsos:
+        rows.append(BuildIdRow(use.path, use.kind, use.build_id, use.samples, source_label(use, sources)))
+    return rows
+
+
+def source_label(use: DsoUse, sources: SymbolSources) -> str:
+    if use.kind == KIND_KERNEL:
+        return sources.kernel()[1]
+    if use.kind == KIND_JIT:
+        return sources.jit(use.pid or 0)[1]
+    return sources.for_dso(use.path, use.build_id)[1]
+
+
+def render_build_ids(rows: list[BuildIdRow], stream: TextIO) -> None:
+    """perf buildid-list's layout (build-id, path) with samples and the source added."""
+    width = max([len(r.build_id or "-") for r in rows] + [8])
+    stream.write(f"{'build-id':<{width}}  {'samples':>8}  {'source':<13}  dso\n")
+    for r in rows:
+        stream.write(f"{r.build_id or '-':<{width}}  {r.samples:>8}  {r.source:<13}  {r.path}\n")
+
+
+def rows_to_json(rows: list[BuildIdRow]) -> list[dict[str, Any]]:
+    return [{"path": r.path, "kind": r.kind, "build_id": r.build_id, "samples": r.samples, "source": r.source}
+            for r in rows]
