@@ -3,7 +3,7 @@
 Linkers emit no symbols for PLT entries, so a sample in one would show as ``[unknown]``.
 On x86 each entry is decoded: its indirect ``jmp`` reads a GOT slot, and the dynamic
 relocation (``R_*_JUMP_SLOT`` in ``.rela.plt``, or ``R_*_GLOB_DAT`` for ``.plt.got``)
-whose ``r_offset`` is that slot names the function. This covers lazy ``.plt`` entries,
+whose ``r_offset`` is that slot names the function (``R_*_IRELATIVE``: see below). This covers lazy ``.plt`` entries,
 IBT's ``.plt.sec`` (``endbr64; bnd jmp *slot(%rip)``) and ``.plt.got``. On AArch64 the
 entries follow the ``.rela.plt`` order after a 32-byte header. Other machines get none.
 """
@@ -20,21 +20,23 @@ if TYPE_CHECKING:
     from profiler.report.elf import ElfFile, SectionHeader
 
 PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got")
-# (r_type of JUMP_SLOT, r_type of GLOB_DAT) per machine, from the psABI documents.
-SLOT_TYPES = {"EM_X86_64": (7, 6), "EM_386": (7, 6), "EM_AARCH64": (1026, 1025)}
+# (R_*_JUMP_SLOT, R_*_GLOB_DAT, R_*_IRELATIVE) per machine, from the psABI documents.
+SLOT_TYPES = {"EM_X86_64": (7, 6, 37), "EM_386": (7, 6, 42), "EM_AARCH64": (1026, 1025, 1032)}
+STT_GNU_IFUNC = 10
+_BIND_RANK = {1: 0, 2: 1, 0: 2}  # STB_GLOBAL, STB_WEAK, STB_LOCAL
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
 ENDBR32 = b"\xf3\x0f\x1e\xfb"
 
 PltEntry = tuple[int, int, bytes]  # (address, size, function name)
+Relocations = tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.int64]]
 
 
 def plt_symbols(elf: ElfFile) -> list[PltEntry]:
     """``(address, size, name)`` for each PLT entry whose target function is known."""
     types = SLOT_TYPES.get(elf.machine)
-    dyn = elf.dynamic_symbol_names()
-    if types is None or dyn is None:
+    if types is None:
         return []
-    slots, ordered = _relocated_slots(elf, types, dyn)
+    slots, ordered = _relocated_slots(elf, types, elf.dynamic_symbol_names())
     if elf.machine == "EM_AARCH64":
         return _aarch64_entries(elf, ordered)
     entries: list[PltEntry] = []
@@ -46,31 +48,58 @@ def plt_symbols(elf: ElfFile) -> list[PltEntry]:
 
 
 def _relocated_slots(
-    elf: ElfFile, types: tuple[int, int], dyn: tuple[npt.NDArray[Any], bytes]
+    elf: ElfFile, types: tuple[int, int, int], dyn: tuple[npt.NDArray[Any], bytes] | None
 ) -> tuple[dict[int, bytes], list[bytes]]:
-    """GOT slot address -> symbol name, and the ``.rela.plt`` names in order."""
-    syms, strtab = dyn
-    dynsym_index = next(i for i, s in enumerate(elf.sections) if s.sh_type == "SHT_DYNSYM")
+    """GOT slot address -> function name, and the ``.rela.plt`` names in order.
+
+    ``R_*_IRELATIVE`` slots (calls to a GNU indirect function inside the same object)
+    carry no symbol, only the resolver's address as addend: they are named after the
+    ``STT_GNU_IFUNC`` symbol with that value, else ``*ABS*+0x<addend>`` like objdump.
+    """
+    syms: npt.NDArray[Any] = dyn[0] if dyn is not None else np.zeros(0, [("st_name", "u4")])
+    strtab = dyn[1] if dyn is not None else b""
+    dynsym_index = next((i for i, s in enumerate(elf.sections) if s.sh_type == "SHT_DYNSYM"), -1)
+    ifuncs = _ifunc_names(syms, strtab) if dyn is not None else {}
     slots: dict[int, bytes] = {}
     ordered: list[bytes] = []
-    wanted = np.array(types, dtype=np.uint64)
+    named = np.array(types[:2], dtype=np.uint64)
     for sec in elf.sections:
-        if sec.sh_type not in ("SHT_RELA", "SHT_REL") or sec.sh_link != dynsym_index:
+        if sec.sh_type not in ("SHT_RELA", "SHT_REL"):
             continue
-        r_offset, r_sym, r_type = _relocations(elf, sec)
-        keep = np.isin(r_type, wanted) & (r_sym > 0) & (r_sym < syms.shape[0])
-        is_jump_slot = sec.name.endswith(".plt")
-        for off, sym, rtype in zip(r_offset[keep].tolist(), r_sym[keep].tolist(), r_type[keep].tolist()):
-            name = _cstring(strtab, int(syms["st_name"][sym]))
-            if name:
-                slots.setdefault(off, name)
-                if rtype == types[0] and is_jump_slot:
-                    ordered.append(name)
+        r_offset, r_sym, r_type, r_addend = _relocations(elf, sec)
+        is_plt = sec.name.endswith(".plt")
+        if sec.sh_link == dynsym_index >= 0:
+            keep = np.isin(r_type, named) & (r_sym > 0) & (r_sym < syms.shape[0])
+            for off, sym, rtype in zip(r_offset[keep].tolist(), r_sym[keep].tolist(), r_type[keep].tolist()):
+                name = _cstring(strtab, int(syms["st_name"][sym]))
+                if name:
+                    slots.setdefault(off, name)
+                    if rtype == types[0] and is_plt:
+                        ordered.append(name)
+        if sec.sh_type == "SHT_RELA":
+            irel = r_type == np.uint64(types[2])
+            for off, addend in zip(r_offset[irel].tolist(), r_addend[irel].tolist()):
+                slots.setdefault(off, ifuncs.get(addend) or b"*ABS*+0x%x" % addend)
     return slots, ordered
 
 
-def _relocations(elf: ElfFile, sec: SectionHeader) -> tuple[npt.NDArray[np.uint64], ...]:
-    """``r_offset``, symbol index and type arrays of a relocation section, read in bulk."""
+def _ifunc_names(syms: npt.NDArray[Any], strtab: bytes) -> dict[int, bytes]:
+    """Resolver address -> STT_GNU_IFUNC name with that value, chosen by the alias rule
+    of :mod:`profiler.report.symtab` (global, weak, local; then shortest; then smallest)."""
+    best: dict[int, tuple[int, int, bytes]] = {}
+    ifunc = (syms["st_info"] & 0xF) == STT_GNU_IFUNC
+    for value, name_off, info in zip(
+        syms["st_value"][ifunc].tolist(), syms["st_name"][ifunc].tolist(), syms["st_info"][ifunc].tolist()
+    ):
+        name = _cstring(strtab, int(name_off))
+        key = (_BIND_RANK.get(info >> 4, 3), len(name), name)
+        if name and (value not in best or key < best[value]):
+            best[value] = key
+    return {value: key[2] for value, key in best.items()}
+
+
+def _relocations(elf: ElfFile, sec: SectionHeader) -> Relocations:
+    """``r_offset``, symbol index, type and addend arrays of a relocation section."""
     order = "<" if elf.little_endian else ">"
     word = "u8" if elf.elfclass == 64 else "u4"
     fields = [("r_offset", order + word), ("r_info", order + word)]
@@ -84,7 +113,8 @@ def _relocations(elf: ElfFile, sec: SectionHeader) -> tuple[npt.NDArray[np.uint6
         r_sym, r_type = info >> np.uint64(32), info & np.uint64(0xFFFFFFFF)
     else:
         r_sym, r_type = info >> np.uint64(8), info & np.uint64(0xFF)
-    return rel["r_offset"].astype(np.uint64), r_sym, r_type
+    addend = rel["r_addend"].astype(np.int64) if sec.sh_type == "SHT_RELA" else np.zeros(rel.shape, np.int64)
+    return rel["r_offset"].astype(np.uint64), r_sym, r_type, addend
 
 
 def _x86_entries(elf: ElfFile, sec: SectionHeader, slots: dict[int, bytes]) -> list[PltEntry]:

@@ -64,7 +64,7 @@ def readelf_symbols(path: Path, table: str) -> list[Sym]:
         fields = line.split(None, 7)
         if current != table or len(fields) < 7 or not fields[0][:-1].isdigit():
             continue
-        name = fields[7] if len(fields) > 7 else ""
+        name = fields[7].split("@")[0] if len(fields) > 7 else ""  # .dynsym: drop "@@VERSION"
         out.append(Sym(int(fields[1], 16), int(fields[2], 0), fields[3], fields[4], fields[6], name))
     return out
 
@@ -199,16 +199,41 @@ def objdump_plt(path: Path) -> dict[str, int]:
     return found
 
 
+def ifunc_name(path: Path, plt_name: str) -> str:
+    """objdump calls an R_X86_64_IRELATIVE slot ``*ABS*+0x<resolver>@plt``; we name it after
+    the .dynsym STT_GNU_IFUNC symbol at the resolver (global, weak, local; shortest) if any."""
+    m = re.fullmatch(r"\*ABS\*\+0x([0-9a-f]+)@plt", plt_name)
+    if m is None:
+        return plt_name
+    ifuncs = [s for s in readelf_symbols(path, ".dynsym") if s.type == "IFUNC" and s.value == int(m.group(1), 16)]
+    if not ifuncs:
+        return plt_name
+    return min(ifuncs, key=lambda s: (RANKS.get(s.bind, 3), len(s.name), s.name)).name + "@plt"
+
+
 @pytest.mark.parametrize("name", ["prog_pie", "prog_nopie", "prog_ibt", "libshared.so", "cxx_prog"])
 def test_plt_entries_match_objdump(elf_dir: Path, name: str) -> None:
     path = elf_dir / name
     table = ElfFile(path).symbol_table()
-    plt = objdump_plt(path)
+    plt = {ifunc_name(path, sym): addr for sym, addr in objdump_plt(path).items()}
     assert plt, "objdump shows PLT entries for every fixture"
     ours = {table.name(i): int(table.starts[i]) for i in range(len(table)) if table.name(i).endswith("@plt")}
     assert ours == plt
     for sym, addr in plt.items():
         assert table.lookup(addr + 5) == (sym, 5)
+
+
+def test_irelative_plt_slots(elf_dir: Path) -> None:
+    path = elf_dir / "libshared.so"
+    relocs = run("readelf", "-rW", path)
+    resolvers = [int(line.split()[-1], 16) for line in relocs.splitlines() if "R_X86_64_IRELATIVE" in line]
+    assert len(resolvers) == 2
+    table = ElfFile(path).symbol_table()
+    names = {table.name(i) for i in range(len(table))}
+    dynsym = {s.name for s in readelf_symbols(path, ".dynsym")}
+    assert "mix_protected" in dynsym and "mix_hidden" not in dynsym
+    hidden_resolver = next(s.value for s in readelf_symbols(path, ".symtab") if s.name == "mix_hidden")
+    assert {"mix_protected@plt", f"*ABS*+{hidden_resolver:#x}@plt"} <= names
 
 
 def test_ibt_plt_uses_plt_sec(elf_dir: Path) -> None:
