@@ -216,11 +216,12 @@ class CaptureWriter:
     def write_round(self) -> None:
         self._frame(FRAME_ROUND, NO_CPU, ())
 
-    def write_meta(self, kind: str, payload: dict[str, Any]) -> None:
-        """One metadata frame; large ones (a kallsyms snapshot, symbol tables) are compressed."""
+    def write_meta(self, kind: str, payload: dict[str, Any], level: int = 1) -> None:
+        """One metadata frame; large ones (a kallsyms snapshot, symbol tables) are compressed
+        with zlib ``level`` (1 by default: a 5 MB kallsyms in ~40 ms rather than ~110 ms at 6)."""
         body = _packb({"kind": kind, "data": payload})
-        if len(body) > COMPRESS_ABOVE:
-            self._frame(FRAME_META, NO_CPU, (zlib.compress(body, 6),), FLAG_ZLIB)
+        if len(body) > COMPRESS_ABOVE and level > 0:
+            self._frame(FRAME_META, NO_CPU, (zlib.compress(body, level),), FLAG_ZLIB)
         else:
             self._frame(FRAME_META, NO_CPU, (body,))
 
