@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
 
 from profiler.report.elf import ElfError, ElfFile
 from profiler.report.symtab import SymbolTable
@@ -80,6 +81,8 @@ def time_pyelftools(path: Path, limit: int | None) -> tuple[float, int]:
     with open(path, "rb") as f:
         elf = ELFFile(f)
         sec = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
+        if not isinstance(sec, SymbolTableSection):
+            return 0.0, 0
         for sym in sec.iter_symbols():
             _ = (sym.name, sym["st_value"], sym["st_size"], sym["st_info"]["type"])
             seen += 1
