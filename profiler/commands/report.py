@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Any, TextIO
 
 import click
@@ -159,6 +160,9 @@ def command(input_: str, sort: str, children: bool, call_graph: str | None, call
     """Print a flat or call-graph profile of a capture."""
     load = load_options_from_cli(input_, comm, pid, tid, cpu, dso, symbol, time_, event, no_demangle,
                                  debug_dir)
+    if not children and call_graph == "none":
+        # The flat self profile needs only each sample's ip: skip the call chains entirely.
+        load = replace(load, callchains=False)
     opts = ReportOptions(load=load, sort=parse_sort(sort), children=children, callgraph=call_graph,
                          callchain_threshold=callchain_threshold, percent_limit=percent_limit,
                          format=format_, stats=stats, header=header)

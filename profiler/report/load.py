@@ -322,26 +322,22 @@ def _mix(v: U64, k: np.uint64) -> U64:
     return v
 
 
-def hash_stacks(start: I64, words: U64, pid: I64, gen: I64) -> tuple[U64, U64]:
-    """Two independent 64-bit hashes of each (pid, generation, stack words), position-aware."""
-    n = len(start) - 1
+def hash_stacks(s: SampleColumns, pid: I64, gen: I64, use_chains: bool) -> tuple[U64, U64]:
+    """Two independent 64-bit hashes of each sample's (pid, generation, raw stack words),
+    position-aware; computed a chunk of samples at a time to bound the temporaries."""
+    n = len(s)
     h1 = np.empty(n, dtype=np.uint64)
     h2 = np.empty(n, dtype=np.uint64)
     for a in range(0, n, _HASH_CHUNK):
         b = min(n, a + _HASH_CHUNK)
-        lo, hi = int(start[a]), int(start[b])
-        local = (start[a:b] - lo).astype(np.int64)
-        lens = np.diff(start[a:b + 1])
-        w = words[lo:hi]
-        pos = (np.arange(hi - lo, dtype=np.int64) - np.repeat(local, lens)).astype(np.uint64)
+        start, w = raw_stacks(s.take(np.arange(a, b)), use_chains)
+        lens = np.diff(start)
+        local = start[:-1]
+        pos = (np.arange(len(w), dtype=np.int64) - np.repeat(local, lens)).astype(np.uint64)
         pos += np.uint64(1)
         x = w ^ (pos * _K2)
-        nz = lens > 0
-        s1 = np.zeros(b - a, dtype=np.uint64)
-        s2 = np.zeros(b - a, dtype=np.uint64)
-        if nz.any():
-            s1[nz] = np.add.reduceat(_mix(x, _K1), local[nz])
-            s2[nz] = np.add.reduceat(_mix(x + pos * _K5, _K3), local[nz])
+        s1 = np.add.reduceat(_mix(x, _K1), local)
+        s2 = np.add.reduceat(_mix(x + pos * _K5, _K3), local)
         del x, pos, w
         who = pid[a:b].astype(np.uint64) * _K3 + gen[a:b].astype(np.uint64) * _K5 + lens.astype(np.uint64)
         h1[a:b] = _mix(s1 ^ _mix(who, _K2), _K1)
@@ -354,9 +350,7 @@ def dedupe_stacks(s: SampleColumns, gen: I64, use_chains: bool) -> tuple[I64, I6
     n = len(s)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    start, words = raw_stacks(s, use_chains)
-    h1, h2 = hash_stacks(start, words, s.pid, gen)
-    del start, words
+    h1, h2 = hash_stacks(s, s.pid, gen, use_chains)
     order = np.lexsort((h2, h1))
     a, b = h1[order], h2[order]
     new = np.ones(n, dtype=bool)
