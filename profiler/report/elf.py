@@ -157,6 +157,10 @@ class ElfFile:
     (``"ET_EXEC"``, ``"ET_DYN"``, ...), ``machine`` (``"EM_X86_64"``, ...), ``build_id``
     (lowercase hex or None), ``load_segments``, ``sections``, ``debuglink`` (``(name,
     crc)`` or None), ``layout`` (an :class:`ElfLayout`).
+
+    Headers are read in the constructor; section contents (symbols, PLT, relocations)
+    are read when asked for, by reopening ``path``: a file deleted or replaced in between
+    gives :class:`ElfError` then, never stale data from another file.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
