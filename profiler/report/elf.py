@@ -159,8 +159,9 @@ class ElfFile:
     crc)`` or None), ``layout`` (an :class:`ElfLayout`).
 
     Headers are read in the constructor; section contents (symbols, PLT, relocations)
-    are read when asked for, by reopening ``path``: a file deleted or replaced in between
-    gives :class:`ElfError` then, never stale data from another file.
+    are read when asked for, by reopening ``path``: a file deleted in between gives
+    :class:`ElfError` then (keep the file, or use :func:`load_dso_symbols`, which reads
+    everything at once and caches the result).
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
