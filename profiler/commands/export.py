@@ -1,0 +1,41 @@
+"""``profiler export``: folded stacks (FlameGraph, inferno) or speedscope JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from profiler.commands._output import open_output
+from profiler.commands._profile_opts import profile_options
+
+EXPORT_FORMATS = ("folded", "speedscope")
+
+
+@click.command("export")
+@profile_options
+@click.option("-f", "--format", "format_", type=click.Choice(EXPORT_FORMATS), required=True,
+              help="folded: one line per stack for flamegraph.pl/inferno; speedscope: JSON for speedscope.")
+@click.option("-o", "--output", default="-", show_default=True, help="File to write ('-' for stdout).")
+@click.option("--weight", type=click.Choice(["samples", "period"]), default=None,
+              help="Weight by sample count or period (default: samples for folded, period for speedscope).")
+@click.option("--with-pid", is_flag=True, help="folded: put the pid in the first frame (comm-PID).")
+@click.option("--with-tid", is_flag=True, help="folded: put pid and tid in the first frame (comm-PID/TID).")
+@click.option("--unknown-as-dso", is_flag=True, help="folded: name unresolved frames by their DSO.")
+@click.option("--per", type=click.Choice(["thread", "process"]), default="thread", show_default=True,
+              help="speedscope: one profile per thread or per process.")
+def command(format_: str, output: str, weight: str | None, with_pid: bool, with_tid: bool,
+            unknown_as_dso: bool, per: str, **kwargs: Any) -> None:
+    """Export a capture's stacks for other viewers."""
+    from profiler.commands.flamegraph import load_stacks
+    from profiler.report.render.folded import FoldedOptions, write_folded
+    from profiler.report.render.speedscope import SpeedscopeOptions, write_speedscope
+
+    _, meta, stacks = load_stacks(kwargs)
+    with open_output(output) as stream:
+        if format_ == "folded":
+            write_folded(stacks, stream, FoldedOptions(
+                weight=weight or "samples", include_pid=with_pid, include_tid=with_tid,
+                unknown_as_dso=unknown_as_dso))
+        else:
+            write_speedscope(stacks, meta, stream, SpeedscopeOptions(weight=weight or "period", per=per))
