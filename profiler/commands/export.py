@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -29,13 +29,15 @@ def command(format_: str, output: str, weight: str | None, with_pid: bool, with_
     """Export a capture's stacks for other viewers."""
     from profiler.commands.flamegraph import load_stacks
     from profiler.report.render.folded import FoldedOptions, write_folded
-    from profiler.report.render.speedscope import SpeedscopeOptions, write_speedscope
+    from profiler.report.render.model import Weight
+    from profiler.report.render.speedscope import ProfilePer, SpeedscopeOptions, write_speedscope
 
     _, meta, stacks = load_stacks(kwargs)
     with open_output(output) as stream:
         if format_ == "folded":
             write_folded(stacks, stream, FoldedOptions(
-                weight=weight or "samples", include_pid=with_pid, include_tid=with_tid,
+                weight=cast(Weight, weight or "samples"), include_pid=with_pid, include_tid=with_tid,
                 unknown_as_dso=unknown_as_dso))
         else:
-            write_speedscope(stacks, meta, stream, SpeedscopeOptions(weight=weight or "period", per=per))
+            write_speedscope(stacks, meta, stream, SpeedscopeOptions(weight=cast(Weight, weight or "period"),
+                                                                       per=cast(ProfilePer, per)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -24,7 +24,8 @@ def profile_meta(profile: Any, header: dict[str, Any]) -> Any:
     elif target.get("system_wide"):
         what = "system-wide"
     elif target.get("pids") or target.get("tids"):
-        what = "pid " + ",".join(str(p) for p in (target.get("pids") or target.get("tids")))
+        ids = target.get("pids") or target.get("tids") or []
+        what = "pid " + ",".join(str(p) for p in ids)
     else:
         what = " ".join(str(c) for c in header.get("cmdline") or []) or "capture"
     return ProfileMeta(
@@ -67,9 +68,11 @@ def load_stacks(kwargs: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
 def command(output: str, weight: str, min_width: float, group_by: str, title: str | None,
             **kwargs: Any) -> None:
     """Write a self-contained interactive HTML flame graph (no network access needed)."""
-    from profiler.report.render.flamegraph import FlameGraphOptions, write_flamegraph
+    from profiler.report.render.flamegraph import FlameGraphOptions, GroupBy, write_flamegraph
+    from profiler.report.render.model import Weight
 
-    opts = FlameGraphOptions(weight=weight, min_width=min_width, group_by=group_by, title=title)
+    opts = FlameGraphOptions(weight=cast(Weight, weight), min_width=min_width,
+                             group_by=cast(GroupBy, group_by), title=title)
     _, meta, stacks = load_stacks(kwargs)
     with open_output(output) as stream:
         write_flamegraph(stacks, meta, stream, opts)
