@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+import sys
+
 import click
 
 from profiler.commands._common import input_option, warn
@@ -61,6 +63,6 @@ def _frame_line(frame: Frame) -> str:
 def command(input_path: str) -> None:
     """Print every frame and record of a capture, one line each, with raw fields."""
     with CaptureReader.open(input_path) as reader:
-        dump(reader, click.get_text_stream("stdout"))
+        dump(reader, sys.stdout)
         for message in reader.warnings:
             warn(message)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 from typing import TextIO
 
+import sys
+
 import click
 
 from profiler.commands._common import input_option, warn
@@ -52,6 +54,6 @@ def command(input_path: str) -> None:
     """Describe a capture: header, events, duration, record counts, lost, clean end."""
     with CaptureReader.open(input_path) as reader:
         summary = summarize(reader)
-        render_summary(summary, click.get_text_stream("stdout"))
+        render_summary(summary, sys.stdout)
         for message in summary.warnings:
             warn(message)
