@@ -196,8 +196,8 @@ class SymbolResolver:
             if best is None or got.status is SymbolStatus.BUILD_ID_MISMATCH:
                 best = got
         if best is not None and not best.ok and best.status is not SymbolStatus.NO_SYMBOLS:
-            self.warnings.append(f"no symbols for {dso.path}: {best.message}; "
-                                 f"its frames show as [unknown].")
+            note = best.message if dso.path in best.message else f"{dso.path}: {best.message}"
+            self.warnings.append(f"no symbols: {note}; its frames show as [unknown].")
         self._loaded[dso_id] = best if best is not None and best.ok else None
         return self._loaded[dso_id]
 

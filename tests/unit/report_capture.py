@@ -22,7 +22,7 @@ KFUNCS = ("k_root", "k_mid", "k_leaf_a", "k_leaf_b", "k_recurse", "k_other")
 
 def kaddr(name: str, offset: int = 0x10) -> int:
     """An address inside fake kernel function ``name`` (each is 0x1000 long)."""
-    return KBASE + 0x1000 * KFUNCS.index(name) + offset
+    return KBASE + 0x1000 * (KFUNCS.index(name) + 1) + offset
 
 
 def kallsyms_text() -> str:
