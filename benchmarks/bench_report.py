@@ -1,0 +1,117 @@
+"""Benchmark: `profiler report` against `perf report` on captures of the same workload.
+
+Records fixtures/workloads/shares (two processes, both CPUs) at a high rate with
+`profiler record -g` and with `perf record -g` (about 1M samples each at the default scale),
+then times both reporters, best of N runs, and prints wall-time and peak-memory ratios:
+
+    default report (children + self, call graphs)   target <= 0.5 x perf report --stdio
+    flat report (--no-children -g none)              target <= 1.0 x perf
+    peak memory (max RSS)                            target <= 0.5 x perf
+
+Usage: python benchmarks/bench_report.py [--scale 11] [--freq 20000] [--runs 3] [--keep DIR]
+(--keep reuses or keeps the captures in DIR). Peak memory is read with /usr/bin/time -f %M.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+def timed(cmd: list[str], runs: int) -> tuple[float, int]:
+    """(best wall seconds, largest max RSS in KB) over ``runs`` runs; output discarded."""
+    best, rss = float("inf"), 0
+    gnu_time = shutil.which("time") or "/usr/bin/time"
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        res = subprocess.run([gnu_time, "-f", "%M", *cmd], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        wall = time.perf_counter() - t0
+        if res.returncode != 0:
+            sys.exit(f"failed: {' '.join(cmd)}\n{res.stderr[-2000:]}")
+        best = min(best, wall)
+        rss = max(rss, int(res.stderr.strip().splitlines()[-1]))
+    return best, rss
+
+
+def record(workdir: Path, scale: str, freq: str) -> tuple[Path, Path]:
+    build = workdir / "fixtures"
+    subprocess.run(["make", "-s", "-C", str(ROOT / "fixtures"), f"OUT={build}"], check=True,
+                   stdout=subprocess.DEVNULL)
+    shares = str(build / "workloads" / "shares")
+    ours, theirs = workdir / "bench.prof", workdir / "bench.perf.data"
+    if not ours.exists():
+        print(f"recording with profiler at {freq} Hz (scale {scale}) ...", flush=True)
+        subprocess.run([PY, "-m", "profiler", "record", "-q", "-g", "-F", freq, "-o", str(ours), "--",
+                        shares, scale, "2"], check=True, stdout=subprocess.DEVNULL)
+    if not theirs.exists():
+        print(f"recording with perf at {freq} Hz ...", flush=True)
+        subprocess.run(["perf", "record", "-q", "-g", "-F", freq, "-o", str(theirs), "--", shares, scale, "2"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return ours, theirs
+
+
+def sample_count(ours: Path) -> int:
+    from profiler.format.bulk import load_capture
+    from profiler.format.container import CaptureReader
+
+    return len(load_capture(CaptureReader.open(ours)).samples)
+
+
+def perf_sample_count(theirs: Path) -> int:
+    """Samples in a perf.data file, from `perf report --stats`-free parsing of `-n` output."""
+    res = subprocess.run(["perf", "report", "-i", str(theirs), "--stdio", "--no-children", "-g", "none",
+                          "--sort", "comm", "-n"], capture_output=True, text=True)
+    total = 0
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].endswith("%") and parts[1].isdigit():
+            total += int(parts[1])
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", default="11")
+    ap.add_argument("--freq", default="20000")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--keep", help="directory to keep (and reuse) the captures in")
+    args = ap.parse_args()
+    if shutil.which("perf") is None:
+        sys.exit("perf is not installed: nothing to compare against")
+    workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-report-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    ours, theirs = record(workdir, args.scale, args.freq)
+    n_ours, n_theirs = sample_count(ours), perf_sample_count(theirs)
+    print(f"samples: profiler {n_ours}, perf {n_theirs}")
+    env_cache = os.environ.setdefault("PROFILER_CACHE_DIR", str(workdir / "cache"))
+    subprocess.run([PY, "-m", "profiler", "report", "-i", str(ours)], stdout=subprocess.DEVNULL)  # warm caches
+    cases = [
+        ("default report", ["--stdio"], []),
+        ("flat report", ["--stdio", "--no-children", "-g", "none"], ["--no-children", "-g", "none"]),
+    ]
+    print(f"\n{'case':<16} {'perf s':>8} {'ours s':>8} {'ratio':>6} {'perf MB':>8} {'ours MB':>8} {'ratio':>6}")
+    for name, perf_args, our_args in cases:
+        p_wall, p_rss = timed(["perf", "report", "-i", str(theirs), *perf_args], args.runs)
+        o_wall, o_rss = timed([PY, "-m", "profiler", "report", "-i", str(ours), *our_args], args.runs)
+        # normalise wall time to the same sample count
+        o_norm = o_wall * (n_theirs / n_ours) if n_ours and n_theirs else o_wall
+        print(f"{name:<16} {p_wall:8.2f} {o_wall:8.2f} {o_norm / p_wall:6.2f} {p_rss / 1024:8.0f} "
+              f"{o_rss / 1024:8.0f} {o_rss / p_rss:6.2f}")
+    print("\n(ratio = ours / perf; wall-time ratio normalised to perf's sample count; "
+          f"symbol cache in {env_cache})")
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
