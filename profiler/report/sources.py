@@ -389,8 +389,8 @@ class ChainSource:
             return None
         syms, label = self.sources.for_dso(dso.path, dso.build_id)
         if label == MISMATCH:
-            return None  # SymbolSources already warned, once
-        return syms if syms.status is not SymbolStatus.MISSING else None
+            return None  # SymbolSources already warned, once: add ``sources.warnings`` to the report's
+        return syms  # a MISSING result makes the resolver warn "no symbols for ..." once
 
 
 def rebuilt_layout(layout: ElfLayout) -> ElfLayout:
