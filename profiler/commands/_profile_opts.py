@@ -3,12 +3,20 @@ flamegraph, export): input, the report filters, and where symbols come from."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from profiler.report.options import LoadOptions
+from profiler.errors import UsageError
+from profiler.report.options import (
+    Filters,
+    LoadOptions,
+    parse_int_list,
+    parse_str_list,
+    parse_time_range,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,15 +31,22 @@ _OPTIONS: list[Callable[[F], F]] = [
     click.option("--symbol", help="Only samples whose leaf is one of these symbols."),
     click.option("--time", "time_", metavar="START,END",
                  help="Only this time range, seconds from the capture's start."),
-    click.option("--event", help="The event to use, for captures with several."),
+    click.option("--event", help="The event to use, for captures with several (default: the first)."),
     click.option("--no-demangle", is_flag=True, help="Show C++ and Rust names as stored."),
-    click.option("--debug-dir", multiple=True,
-                 help="Where to look for separate debug files (default /usr/lib/debug)."),
+    click.option("--symfs", metavar="DIR",
+                 help="Look the recorded files up under this root first (used only when build-ids match)."),
+    click.option("--debug-dir", multiple=True, metavar="DIR",
+                 help="Where to look for separate debug files by build-id (repeatable; default /usr/lib/debug)."),
+    click.option("--kallsyms", metavar="FILE",
+                 help="Kernel symbols from this kallsyms file instead of the capture's snapshot."),
 ]
+
+_NAMES = ("input_", "comm", "pid", "tid", "cpu", "dso", "symbol", "time_", "event", "no_demangle",
+          "symfs", "debug_dir", "kallsyms")
 
 
 def profile_options(func: F) -> F:
-    """Decorate a click command with the shared capture/filter options."""
+    """Decorate a click command with the shared capture/filter/symbol options."""
     for option in reversed(_OPTIONS):
         func = option(func)
     return func
@@ -39,10 +54,30 @@ def profile_options(func: F) -> F:
 
 def load_options(kwargs: dict[str, Any]) -> LoadOptions:
     """Pop the shared options out of a command's keyword arguments into LoadOptions."""
-    from profiler.commands.report import load_options_from_cli
+    return load_options_from_cli(**{name: kwargs.pop(name) for name in _NAMES})
 
-    return load_options_from_cli(
-        kwargs.pop("input_"), kwargs.pop("comm"), kwargs.pop("pid"), kwargs.pop("tid"),
-        kwargs.pop("cpu"), kwargs.pop("dso"), kwargs.pop("symbol"), kwargs.pop("time_"),
-        kwargs.pop("event"), kwargs.pop("no_demangle"), kwargs.pop("debug_dir"),
+
+def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None = None,
+                          tid: str | None = None, cpu: str | None = None, dso: str | None = None,
+                          symbol: str | None = None, time_: str | None = None, event: str | None = None,
+                          no_demangle: bool = False, symfs: str | None = None,
+                          debug_dir: tuple[str, ...] = (), kallsyms: str | None = None) -> LoadOptions:
+    """LoadOptions from the options' text; UsageError (one sentence, exit 2) for bad values."""
+    filters = Filters(
+        comms=parse_str_list(comm) if comm else (),
+        pids=parse_int_list(pid, "--pid") if pid else (),
+        tids=parse_int_list(tid, "--tid") if tid else (),
+        cpus=parse_int_list(cpu, "--cpu") if cpu else (),
+        dsos=parse_str_list(dso) if dso else (),
+        symbols=parse_str_list(symbol) if symbol else (),
+        time=parse_time_range(time_) if time_ else (None, None),
+        event=event,
     )
+    if symfs is not None and not os.path.isdir(symfs):
+        what = "is not a directory" if os.path.exists(symfs) else "does not exist"
+        raise UsageError(f"--symfs {symfs} {what}: it must name the root the recorded files are under.")
+    if kallsyms is not None and not os.path.isfile(kallsyms):
+        what = "is not a file" if os.path.exists(kallsyms) else "does not exist"
+        raise UsageError(f"--kallsyms {kallsyms} {what}: it must name a copy of /proc/kallsyms.")
+    return LoadOptions(input=input_, filters=filters, demangle=not no_demangle,
+                       debug_dirs=tuple(debug_dir) if debug_dir else None, symfs=symfs, kallsyms=kallsyms)

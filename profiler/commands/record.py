@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from profiler.errors import UsageError
+from profiler.errors import ProfilerError, UsageError
 from profiler.record.metadata import parse_cpu_list
 from profiler.record.options import DEFAULT_OUTPUT, RecordOptions, parse_mmap_pages
 
@@ -106,12 +106,30 @@ def options_from_cli(
 @click.option("--kernel-only", is_flag=True, help="Exclude user-space samples.")
 @click.option("--data-mmaps", is_flag=True, help="Also record data (non-executable) mappings.")
 @click.option("--no-inherit", is_flag=True, help="Do not follow children and new threads.")
+@click.option("--archive", "archive", is_flag=True,
+              help="When recording ends, pack the sampled DSOs' symbols into the capture (as 'profiler archive').")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(command: tuple[str, ...], **kwargs: object) -> None:
+def command(command: tuple[str, ...], archive: bool, **kwargs: object) -> None:
     """Run COMMAND (after --) or attach to processes, and record samples into a capture."""
     from profiler.record.recorder import record
 
     opts = options_from_cli(command, **kwargs)  # type: ignore[arg-type]
     result = record(opts)
+    if archive:
+        archive_after_recording(result.path, opts.quiet)
     if result.exit_code:
         sys.exit(result.exit_code)
+
+
+def archive_after_recording(path: str, quiet: bool) -> None:
+    """``--archive``: pack the symbols into the new capture. A failure is only a warning:
+    ``archive_capture`` leaves the capture as recorded, and the exit status stays record's."""
+    from profiler.report.archive import archive_capture, summary_line
+
+    try:
+        result = archive_capture(path)
+    except (ProfilerError, OSError) as exc:
+        click.echo(f"profiler: warning: archiving failed, {path} is left as recorded: {exc}", err=True)
+        return
+    if not quiet:
+        click.echo(summary_line(result), err=True)

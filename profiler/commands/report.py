@@ -8,36 +8,10 @@ from typing import Any, TextIO
 
 import click
 
+from profiler.commands._common import warn
+from profiler.commands._profile_opts import load_options, profile_options
 from profiler.errors import ReportError
-from profiler.report.options import (
-    CALLGRAPH_MODES,
-    FORMATS,
-    Filters,
-    LoadOptions,
-    ReportOptions,
-    parse_int_list,
-    parse_sort,
-    parse_str_list,
-    parse_time_range,
-)
-
-
-def load_options_from_cli(input: str, comm: str | None, pid: str | None, tid: str | None,
-                          cpu: str | None, dso: str | None, symbol: str | None, time: str | None,
-                          event: str | None, no_demangle: bool,
-                          debug_dir: tuple[str, ...] = ()) -> LoadOptions:
-    filters = Filters(
-        comms=parse_str_list(comm) if comm else (),
-        pids=parse_int_list(pid, "--pid") if pid else (),
-        tids=parse_int_list(tid, "--tid") if tid else (),
-        cpus=parse_int_list(cpu, "--cpu") if cpu else (),
-        dsos=parse_str_list(dso) if dso else (),
-        symbols=parse_str_list(symbol) if symbol else (),
-        time=parse_time_range(time) if time else (None, None),
-        event=event,
-    )
-    return LoadOptions(input=input, filters=filters, demangle=not no_demangle,
-                       debug_dirs=tuple(debug_dir) if debug_dir else None)
+from profiler.report.options import CALLGRAPH_MODES, FORMATS, Filters, ReportOptions, parse_sort
 
 
 def describe_filters(f: Filters) -> str:
@@ -50,10 +24,6 @@ def describe_filters(f: Filters) -> str:
         lo, hi = f.time
         parts.append(f"--time {'' if lo is None else lo},{'' if hi is None else hi}")
     return " ".join(parts)
-
-
-def warn(message: str) -> None:
-    click.echo(f"profiler: warning: {message}", err=True)
 
 
 def run_report(opts: ReportOptions, out: TextIO) -> None:
@@ -103,6 +73,11 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
     if profile.total_samples == 0:
         raise ReportError(f"no samples match the filters ({describe_filters(opts.load.filters)}); "
                           f"the capture has {profile.recorded_samples} samples of '{profile.event}'.")
+    if opts.format == "folded":
+        from profiler.report.render.folded import FoldedOptions, write_folded
+
+        write_folded(profile.stack_samples(), out, FoldedOptions())
+        return
     mode = opts.callgraph
     graph = profile.has_callchains and mode != "none"
     children = opts.children and profile.has_callchains
@@ -129,7 +104,7 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
 
 
 @click.command("report")
-@click.option("-i", "--input", "input_", default=LoadOptions.input, show_default=True, help="Capture file to read.")
+@profile_options
 @click.option("-s", "--sort", "sort", default=",".join(ReportOptions.sort), show_default=True,
               help="Sort keys: pid, tid, comm, dso, sym, cpu.")
 @click.option("--children/--no-children", default=True, show_default=True,
@@ -140,27 +115,16 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
 @click.option("--callchain-threshold", type=float, default=ReportOptions.callchain_threshold,
               show_default=True, help="Hide call graph branches below this percent of the total.")
 @click.option("--percent-limit", type=float, default=0.0, help="Hide rows below this percent.")
-@click.option("--comm", help="Only these commands (comma-separated).")
-@click.option("--pid", help="Only these process ids.")
-@click.option("--tid", help="Only these thread ids.")
-@click.option("--cpu", help="Only samples taken on these CPUs.")
-@click.option("--dso", help="Only samples whose leaf is in these DSOs (name or path).")
-@click.option("--symbol", help="Only samples whose leaf is one of these symbols.")
-@click.option("--time", "time_", metavar="START,END", help="Only this time range, seconds from the capture's start.")
-@click.option("--event", help="The event to report, for captures with several.")
-@click.option("--format", "format_", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "format_", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="table, json or csv rows; folded: one line per distinct stack (comm;root;...;leaf "
+                   "count), as 'profiler export -f folded' writes for flamegraph.pl and inferno.")
 @click.option("--stats", is_flag=True, help="Record counts by type and lost samples, instead of the profile.")
 @click.option("--header", is_flag=True, help="Print the capture's header instead of the profile.")
-@click.option("--no-demangle", is_flag=True, help="Show C++ and Rust names as stored.")
-@click.option("--debug-dir", multiple=True, help="Where to look for separate debug files (default /usr/lib/debug).")
-def command(input_: str, sort: str, children: bool, call_graph: str | None, callchain_threshold: float,
-            percent_limit: float, comm: str | None, pid: str | None, tid: str | None, cpu: str | None,
-            dso: str | None, symbol: str | None, time_: str | None, event: str | None, format_: str,
-            stats: bool, header: bool, no_demangle: bool, debug_dir: tuple[str, ...]) -> None:
+def command(sort: str, children: bool, call_graph: str | None, callchain_threshold: float,
+            percent_limit: float, format_: str, stats: bool, header: bool, **kwargs: Any) -> None:
     """Print a flat or call-graph profile of a capture."""
-    load = load_options_from_cli(input_, comm, pid, tid, cpu, dso, symbol, time_, event, no_demangle,
-                                 debug_dir)
-    if not children and call_graph == "none":
+    load = load_options(kwargs)
+    if not children and call_graph == "none" and format_ != "folded":
         # The flat self profile needs only each sample's ip: skip the call chains entirely.
         load = replace(load, callchains=False)
     opts = ReportOptions(load=load, sort=parse_sort(sort), children=children, callgraph=call_graph,

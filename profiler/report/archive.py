@@ -367,11 +367,15 @@ def render_result(result: ArchiveResult, stream: TextIO) -> None:
         stream.write(f"already {path}\n")
     for path, why in result.not_found:
         stream.write(f"missing {path}: {why}\n")
+    stream.write(summary_line(result) + "\n")
+
+
+def summary_line(result: ArchiveResult) -> str:
+    """One line: how many DSOs were packed, into what, and the bytes added."""
     target = result.output
     if result.written:
-        stream.write(f"[ profiler archive: packed {len(result.packed)} DSOs into {target} "
-                     f"(+{result.bytes_added} bytes); {len(result.already)} already packed; "
-                     f"{len(result.not_found)} not found ]\n")
-    else:
-        stream.write(f"[ profiler archive: nothing to add to {target}; {len(result.already)} already packed; "
-                     f"{len(result.not_found)} not found ]\n")
+        return (f"[ profiler archive: packed {len(result.packed)} DSOs into {target} "
+                f"(+{result.bytes_added} bytes); {len(result.already)} already packed; "
+                f"{len(result.not_found)} not found ]")
+    return (f"[ profiler archive: nothing to add to {target}; {len(result.already)} already packed; "
+            f"{len(result.not_found)} not found ]")

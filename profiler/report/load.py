@@ -37,13 +37,8 @@ from profiler.format.container import CaptureReader
 from profiler.report.options import Filters, LoadOptions
 from profiler.report.render.model import Frame, StackSample
 from profiler.report.replay import ReplayResult, replay
-from profiler.report.resolve import (
-    FrameInfo,
-    FrameTable,
-    SymbolResolver,
-    default_sources,
-    kernel_symbols_from_metadata,
-)
+from profiler.report.resolve import FrameInfo, FrameTable, SymbolResolver
+from profiler.report.sources import ChainSource, SymbolSources
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -239,14 +234,15 @@ def _build_ids(reader: CaptureReader) -> dict[str, str]:
 
 
 def _resolver(reader: CaptureReader, rep: ReplayResult, options: LoadOptions) -> SymbolResolver:
-    images: dict[str, bytes] = {}
-    for meta in reader.metadata("vdso"):
-        image = meta.get("image")
-        if isinstance(image, (bytes, bytearray)) and image:
-            images["[vdso]"] = bytes(image)
-    kernel, note = kernel_symbols_from_metadata(reader.metadata("kallsyms"))
+    """A resolver on the offline symbol-source chain (see :mod:`profiler.report.sources`):
+    packed symbols, ``--symfs``, debug directories, the local file only when its build-id
+    matches; ``--kallsyms``, packed kernel symbols, the capture's kallsyms snapshot; the
+    vdso image of the capture; JIT maps packed or in ``perf-PID.map``."""
+    chain = SymbolSources(reader, symfs=options.symfs, debug_dirs=options.debug_dirs,
+                          kallsyms_path=options.kallsyms, perf_map_dir=options.perf_map_dir)
+    kernel, _, note = chain.kernel()
     return SymbolResolver(
-        dsos=rep.dsos, snapshots=rep.snapshots, sources=default_sources(images, options.debug_dirs),
+        dsos=rep.dsos, snapshots=rep.snapshots, sources=[ChainSource(chain)], chain=chain,
         kernel=kernel, kernel_note=note, perf_map_dir=options.perf_map_dir,
     )
 

@@ -9,7 +9,7 @@ from profiler.errors import UsageError
 SORT_KEYS: tuple[str, ...] = ("pid", "tid", "comm", "dso", "sym", "cpu")
 DEFAULT_SORT: tuple[str, ...] = ("comm", "dso", "sym")
 CALLGRAPH_MODES: tuple[str, ...] = ("caller", "callee", "none")
-FORMATS: tuple[str, ...] = ("table", "json", "csv")
+FORMATS: tuple[str, ...] = ("table", "json", "csv", "folded")
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ class LoadOptions:
     filters: Filters = field(default_factory=Filters)
     demangle: bool = True
     debug_dirs: tuple[str, ...] | None = None  # None: the system's (/usr/lib/debug)
+    symfs: str | None = None  # a root the recorded paths are looked up under first
+    kallsyms: str | None = None  # kernel symbols from this file instead of the capture's
     perf_map_dir: str = "/tmp"
     callchains: bool = True  # False: only the sampled ip, even when callchains were recorded
 

@@ -6,35 +6,37 @@ become ELF virtual addresses through the ``PT_LOAD`` segment that holds them and
 symbols with one ``lookup_many``.
 
 Where symbols come from is one ordered list, :attr:`SymbolResolver.sources`: each source
-is asked for a DSO in turn and the first that has its symbols wins (today: the vdso image
-packed in the capture, then the file on this machine, used only when its build-id matches
-the recorded one). A DSO that no source can symbolize gets one warning and its frames
-show as ``[unknown]`` in that DSO with their offset, as perf shows them.
+is asked for a DSO in turn and the first that has its symbols wins. The reporter gives it
+one source, the offline chain :class:`profiler.report.sources.SymbolSources` (packed in the
+capture, ``--symfs``, debug directories, the local file only when its build-id matches),
+and the same chain as :attr:`SymbolResolver.chain` for JIT maps and for its warnings. A DSO
+that no source can symbolize gets one warning and its frames show as ``[unknown]`` in that
+DSO with their offset, as perf shows them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgpack
 import numpy as np
 import numpy.typing as npt
 
 from profiler.errors import FormatError
-
-from profiler.report.debugfile import DEFAULT_DEBUG_DIRS
 from profiler.report.demangle import demangle
 from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols, parse_kallsyms
 from profiler.report.maps import Dso, DsoTable, MapSnapshot
-from profiler.report.perfmap import perf_map_path, parse_perf_map
-from profiler.report.symbols import DsoSymbols, SymbolStatus, load_dso_symbols
+from profiler.report.perfmap import parse_perf_map, perf_map_path
+from profiler.report.symbols import DsoSymbols, SymbolStatus
 from profiler.report.symtab import SymbolTable
+
+if TYPE_CHECKING:
+    from profiler.report.sources import SymbolSources
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -130,40 +132,13 @@ class SymbolSource(Protocol):
 
 
 @dataclass
-class CapturedImageSource:
-    """DSOs whose whole image the capture holds (the vdso: ``{"[vdso]": image bytes}``)."""
-
-    images: dict[str, bytes]
-    _dir: tempfile.TemporaryDirectory[str] | None = None
-
-    def load(self, dso: Dso) -> DsoSymbols | None:
-        image = self.images.get(dso.path)
-        if not image:
-            return None
-        if self._dir is None:
-            self._dir = tempfile.TemporaryDirectory(prefix="profiler-images-")
-        path = Path(self._dir.name) / (dso.path.strip("[]/").replace("/", "_") or "image")
-        if not path.exists():
-            path.write_bytes(image)
-        return load_dso_symbols(path, None, (), search_debug_files=False)
-
-
-@dataclass
-class LocalFileSource:
-    """The file at the recorded path on this machine, used only when its build-id matches;
-    its separate debug file is found by build-id or ``.gnu_debuglink`` in ``debug_dirs``."""
-
-    debug_dirs: tuple[str, ...] = tuple(str(d) for d in DEFAULT_DEBUG_DIRS)
-
-    def load(self, dso: Dso) -> DsoSymbols | None:
-        if not dso.is_file:
-            return None
-        return load_dso_symbols(dso.path, dso.build_id, self.debug_dirs)
-
-
-@dataclass
 class SymbolResolver:
-    """Resolves unique addresses to frame ids, warning once per DSO it cannot symbolize."""
+    """Resolves unique addresses to frame ids, warning once per DSO it cannot symbolize.
+
+    ``chain`` (optional) is the report's :class:`SymbolSources`: JIT maps are asked of it
+    (packed in the capture, else ``perf-PID.map`` files) and each warning it raises is
+    copied into :attr:`warnings` once, as soon as the call that raised it returns.
+    """
 
     dsos: DsoTable
     snapshots: Sequence[MapSnapshot]
@@ -172,11 +147,23 @@ class SymbolResolver:
     kernel_note: str = ""
     use_perf_maps: bool = True
     perf_map_dir: str = "/tmp"
+    chain: SymbolSources | None = None
     frames: FrameTable = field(default_factory=FrameTable)
     warnings: list[str] = field(default_factory=list)
     _loaded: dict[int, DsoSymbols | None] = field(default_factory=dict)
     _perf_maps: dict[int, SymbolTable | None] = field(default_factory=dict)
     _kernel_warned: bool = False
+    _chain_seen: int = 0
+
+    def __post_init__(self) -> None:
+        self._take_chain_warnings()
+
+    def _take_chain_warnings(self) -> None:
+        """Copy the chain's new warnings (it only ever appends) into this resolver's."""
+        if self.chain is not None:
+            new = self.chain.warnings[self._chain_seen:]
+            self._chain_seen += len(new)
+            self.warnings.extend(new)
 
     # --- DSOs -------------------------------------------------------------------------------
 
@@ -195,6 +182,7 @@ class SymbolResolver:
                 break
             if best is None or got.status is SymbolStatus.BUILD_ID_MISMATCH:
                 best = got
+        self._take_chain_warnings()
         if best is not None and not best.ok and best.status is not SymbolStatus.NO_SYMBOLS:
             note = best.message if dso.path in best.message else f"{dso.path}: {best.message}"
             self.warnings.append(f"no symbols: {note}; its frames show as [unknown].")
@@ -308,6 +296,10 @@ class SymbolResolver:
     def _perf_map(self, pid: int) -> SymbolTable | None:
         if not self.use_perf_maps:
             return None
+        if self.chain is not None:
+            jit, _ = self.chain.jit(pid)
+            self._take_chain_warnings()
+            return jit
         if pid not in self._perf_maps:
             path = perf_map_path(pid, self.perf_map_dir)
             table: SymbolTable | None = None
@@ -322,30 +314,6 @@ class SymbolResolver:
                 self.warnings.append(f"cannot read JIT symbols {path}: {exc.strerror}.")
             self._perf_maps[pid] = table
         return self._perf_maps[pid]
-
-
-def kernel_symbols_from_metadata(kallsyms: list[dict[str, object]]) -> tuple[KernelSymbols | None, str]:
-    """The capture's kallsyms snapshot, parsed; or None and why kernel frames stay unknown."""
-    if not kallsyms:
-        return None, "the capture has no kallsyms snapshot: kernel frames show as [unknown]."
-    meta = kallsyms[-1]
-    text = meta.get("text")
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "surrogateescape")
-    if not isinstance(text, str) or not text:
-        return None, "the capture's kallsyms snapshot is empty: kernel frames show as [unknown]."
-    ks = cached_kernel_symbols(text)
-    if ks.all_zero or meta.get("hidden"):
-        return None, ("kernel addresses were hidden when recording (kernel.kptr_restrict="
-                      f"{meta.get('kptr_restrict', '?')}): kernel frames show as [unknown].")
-    return ks, ""
-
-
-def default_sources(images: dict[str, bytes], debug_dirs: Sequence[str | os.PathLike[str]] | None = None,
-                    ) -> list[SymbolSource]:
-    """The ordered symbol sources: captured images first, then the local file by build-id."""
-    dirs = tuple(str(d) for d in (DEFAULT_DEBUG_DIRS if debug_dirs is None else debug_dirs))
-    return [CapturedImageSource(images), LocalFileSource(dirs)]
 
 
 def cache_dir() -> Path:

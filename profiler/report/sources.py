@@ -50,7 +50,7 @@ from profiler.errors import FormatError, ReportError
 from profiler.format.container import CaptureReader
 from profiler.report.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
 from profiler.report.elf import ElfError, ElfFile, ElfLayout, LoadSegment
-from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols, load_kallsyms, parse_kallsyms
+from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols, load_kallsyms
 from profiler.report.perfmap import parse_perf_map, perf_map_path
 from profiler.report.symbols import (
     DsoSymbols,
@@ -324,10 +324,11 @@ class SymbolSources:
             if isinstance(text, bytes):
                 text = text.decode("utf-8", "surrogateescape")
             if isinstance(text, str) and text:
-                ks = parse_kallsyms(text)
                 if meta.get("hidden"):
                     return KernelSymbols(SymbolTable.empty(), {}, all_zero=True)
-                return ks
+                from profiler.report.resolve import cached_kernel_symbols  # resolve imports this module
+
+                return cached_kernel_symbols(text)
         return None
 
     def _local_kernel(self, note: str) -> tuple[KernelSymbols | None, str, str]:
@@ -372,7 +373,10 @@ class SymbolSources:
                 text = place.read_text(encoding="utf-8", errors="surrogateescape")
             except OSError:
                 continue
-            return parse_perf_map(text)[0], label
+            table, bad = parse_perf_map(text)
+            if bad:
+                self.warnings.append(f"{place}: skipped {bad} malformed lines.")
+            return table, label
         return None, MISSING
 
 

@@ -1,8 +1,7 @@
-"""Report rows through the symbol-source chain, for the offline tests and the fixture script.
+"""Report rows through the reporter's own pipeline, for the offline tests and the fixture script.
 
-Until ``profiler report`` takes ``--symfs``/``--debug-dir``/``--kallsyms``, the reporter's
-own pipeline (``load_profile``: decode, replay, dedupe, resolve) is run with its resolver
-built on :class:`SymbolSources` — the wiring the lead will put into the reporter.
+``profile_rows`` runs ``load_profile`` (decode, replay, dedupe, resolve on the symbol-source
+chain) with the symbol options the CLI passes: ``symfs``, ``debug_dirs``, ``kallsyms``.
 """
 
 from __future__ import annotations
@@ -10,53 +9,31 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 Row = tuple[str, tuple[tuple[str, str], ...], int]
 
 
-@contextmanager
-def _resolver_on_sources(sources_kwargs: dict[str, Any], collected: list[str]) -> Iterator[None]:
-    from profiler.report import load as L
-    from profiler.report.resolve import SymbolResolver
-    from profiler.report.sources import ChainSource, SymbolSources
-
-    def build(reader: Any, rep: Any, options: Any) -> SymbolResolver:
-        sources = SymbolSources(reader, **sources_kwargs)
-        ks, _, note = sources.kernel()
-        resolver = SymbolResolver(dsos=rep.dsos, snapshots=rep.snapshots, sources=[ChainSource(sources)],
-                                  kernel=ks, kernel_note=note,
-                                  perf_map_dir=str(sources_kwargs.get("perf_map_dir", "/tmp")))
-        collected.append(sources)  # type: ignore[arg-type]
-        return resolver
-
-    with mock.patch.object(L, "_resolver", build):
-        yield
-
-
-def profile_rows(capture: str | os.PathLike[str], **sources_kwargs: Any) -> tuple[list[Row], list[str]]:
+def profile_rows(capture: str | os.PathLike[str], *, symfs: str | os.PathLike[str] | None = None,
+                 debug_dirs: Any = None, kallsyms: str | os.PathLike[str] | None = None,
+                 ) -> tuple[list[Row], list[str]]:
     """Every distinct (comm, stack, samples) of the capture, frames as (dso, label) root first;
-    and the warnings (the reporter's and the sources')."""
+    and the report's warnings (the symbol-source chain's included)."""
     from profiler.report.load import load_profile
     from profiler.report.options import LoadOptions
 
-    collected: list[Any] = []
-    with _resolver_on_sources(sources_kwargs, collected):
-        profile = load_profile(LoadOptions(input=str(capture)))
+    options = LoadOptions(input=str(capture), symfs=None if symfs is None else str(symfs),
+                          debug_dirs=None if debug_dirs is None else tuple(str(d) for d in debug_dirs),
+                          kallsyms=None if kallsyms is None else str(kallsyms))
+    profile = load_profile(options)
     rows: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
     for stack, comm in zip(profile.stack.tolist(), profile.comm.tolist()):
         fids = reversed(profile.stack_frame_ids(stack).tolist())
         frames = tuple((profile.frame(f).dso, profile.frame(f).label()) for f in fids)
         key = (profile.comm_names[comm], frames)
         rows[key] = rows.get(key, 0) + 1
-    warnings = list(profile.warnings)
-    for sources in collected:
-        warnings.extend(sources.warnings)
-    return sorted((c, f, n) for (c, f), n in rows.items()), warnings
+    return sorted((c, f, n) for (c, f), n in rows.items()), list(profile.warnings)
 
 
 def rows_to_json(rows: list[Row]) -> list[Any]:

@@ -3,9 +3,8 @@
 "Elsewhere" is simulated by deleting or replacing the recorded binary, pointing ``--symfs``
 and the debug directories at empty directories, and (for the committed capture) by a
 capture whose recorded binary was deleted when it was made. Rows are the reporter's own
-pipeline (``load_profile``) with its resolver built on :class:`SymbolSources`
-(``offline_helpers``); the ``profiler report`` CLI variants are xfail until the lead wires
-the options into the reporter.
+pipeline (``load_profile`` with the symbol options, ``offline_helpers``); the same is then
+checked through the ``profiler report`` and ``profiler record --archive`` commands.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from offline_helpers import Row, profile_rows, record, rows_from_json
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "fixtures" / "captures" / "offline-shares.prof"
 EXPECTED = ROOT / "fixtures" / "captures" / "offline-shares.expected.json"
-WIRED = pytest.mark.xfail(strict=False, reason="reporter not wired to sources yet")
 
 
 @pytest.fixture(autouse=True)
@@ -228,7 +226,7 @@ def test_archive_of_an_immutable_capture(recorded: tuple[Path, Path]) -> None:
     assert digest(capture) == before
 
 
-# --- the same through `profiler report` (once it takes --symfs/--debug-dir) -------------------
+# --- the same through `profiler report` and `profiler record --archive` ---------------------
 
 
 def report_text(capture: Path, *extra: str) -> str:
@@ -238,7 +236,6 @@ def report_text(capture: Path, *extra: str) -> str:
     return done.stdout
 
 
-@WIRED
 def test_report_cli_identical_after_deleting_the_binary(recorded: tuple[Path, Path], tmp_path: Path) -> None:
     capture, binary = recorded
     empty = tmp_path / "empty"
@@ -250,9 +247,78 @@ def test_report_cli_identical_after_deleting_the_binary(recorded: tuple[Path, Pa
     assert after == before and "work_a" in after
 
 
-@WIRED
 def test_report_cli_committed_capture(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     text = report_text(COMMITTED, "--symfs", str(empty), "--debug-dir", str(empty))
     assert "work_a" in text and "[unknown]" not in text.split("work_a")[0][-200:]
+
+
+def packed_paths(capture: Path) -> set[str]:
+    with CaptureReader.open(capture) as reader:
+        return {str(m.get("path")) for m in reader.metadata("symbols")}
+
+
+def record_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "profiler", "record", *argv],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_record_archive_packs_when_recording_ends(fixtures_dir: Path, tmp_path: Path, require_perf: None) -> None:
+    binary = tmp_path / "app" / "shares"
+    binary.parent.mkdir()
+    shutil.copy(fixtures_dir / "workloads" / "shares", binary)
+    capture = tmp_path / "cap.prof"
+    done = record_cli("-g", "--archive", "-o", str(capture), "--", str(binary), "0.15")
+    assert done.returncode == 0, done.stderr
+    summary = [line for line in done.stderr.splitlines() if line.startswith("[ profiler archive:")]
+    assert len(summary) == 1 and f"into {capture}" in summary[0] and "packed" in summary[0]
+    assert str(binary) in packed_paths(capture)
+    before = report_text(capture)
+    binary.unlink()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    after = report_text(capture, "--symfs", str(empty), "--debug-dir", str(empty))
+    assert after == before and "work_a" in after
+
+    quiet = tmp_path / "quiet.prof"
+    shutil.copy(fixtures_dir / "workloads" / "shares", binary)
+    done = record_cli("-g", "-q", "--archive", "-o", str(quiet), "--", str(binary), "0.1")
+    assert done.returncode == 0 and done.stderr == ""
+    assert str(binary) in packed_paths(quiet)
+
+
+def test_record_archive_failure_is_a_warning(fixtures_dir: Path, tmp_path: Path, require_perf: None) -> None:
+    """The workload makes the capture's directory immutable: the capture is written (its file
+    is already open) but archive cannot put its temporary copy beside it."""
+    chattr = shutil.which("chattr")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    if chattr is None or subprocess.run([chattr, "+i", str(out_dir)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available on this file system")
+    subprocess.run([chattr, "-i", str(out_dir)], check=True)
+    capture = out_dir / "cap.prof"
+    script = 'chattr +i "$1" && "$2" 0.1; exit 3'
+    try:
+        done = record_cli("-g", "--archive", "-o", str(capture), "--", "sh", "-c", script, "sh", str(out_dir),
+                          str(fixtures_dir / "workloads" / "shares"))
+    finally:
+        subprocess.run([chattr, "-i", str(out_dir)], check=True)
+    assert done.returncode == 3, done.stderr  # the workload's status, not archive's
+    warning = [line for line in done.stderr.splitlines() if "archiving failed" in line]
+    assert len(warning) == 1 and warning[0].startswith("profiler: warning:") and "left as recorded" in warning[0]
+    assert "Traceback" not in done.stderr
+    assert sorted(os.listdir(out_dir)) == ["cap.prof"]
+    with CaptureReader.open(capture) as reader:
+        assert reader.clean_end and not reader.metadata("symbols")
+    assert "shares" in report_text(capture)
+
+
+def test_report_symfs_must_be_a_directory(tmp_path: Path) -> None:
+    not_dir = tmp_path / "file"
+    not_dir.write_text("x")
+    for bad, why in ((tmp_path / "nope", "does not exist"), (not_dir, "is not a directory")):
+        done = subprocess.run([sys.executable, "-m", "profiler", "report", "-i", str(COMMITTED), "--symfs", str(bad)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.startswith(f"profiler: --symfs {bad} {why}") and done.stderr.count("\n") == 1

@@ -158,3 +158,57 @@ def test_unresolved_frames_show_dso_and_offset_and_a_changed_binary_warns_once(
     assert any(line.split()[-3:] == ["[unknown]", "[.]", "0000000000000010"] for line in out.splitlines())
     assert any(line.split()[-3:] == ["lib.so", "[.]", "0x0000000000000010"] for line in out.splitlines())
     assert sum(binary in line for line in err.splitlines()) == 1 and "build-id" in err
+
+
+def test_folded_format_is_what_export_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(capture(tmp_path))
+    code, folded, _ = run(capsys, "report", "-i", path, "--format", "folded")
+    assert code == 0
+    _, exported, _ = run(capsys, "export", "-i", path, "-f", "folded")
+    assert folded == exported
+    lines = dict(line.rsplit(" ", 1) for line in folded.splitlines())
+    assert lines == {"app;k_root_[k];k_mid_[k];k_leaf_a_[k]": "30", "app;k_root_[k];k_leaf_b_[k]": "10"}
+    # the flat-profile options do not cut the stacks
+    _, flat, _ = run(capsys, "report", "-i", path, "--format", "folded", "--no-children", "-g", "none")
+    assert flat == folded
+
+
+def test_kallsyms_file_overrides_the_captured_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(capture(tmp_path))
+    other = tmp_path / "kallsyms"
+    other.write_text(kallsyms_text().replace(" k_leaf_a\n", " from_the_file\n"))
+    for cmd in (["report", "--no-children", "-g", "none"], ["script"]):
+        code, out, _ = run(capsys, *cmd, "-i", path, "--kallsyms", str(other))
+        assert code == 0 and "from_the_file" in out and "k_leaf_a" not in out and "k_leaf_b" in out
+        _, out, _ = run(capsys, *cmd, "-i", path)
+        assert "k_leaf_a" in out and "from_the_file" not in out
+    code, out, err = run(capsys, "report", "-i", path, "--kallsyms", str(tmp_path / "missing"))
+    assert code == 2 and out == "" and "--kallsyms" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("cmd", ["report", "script", "flamegraph", "export"])
+def test_symfs_that_is_not_a_directory_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        cmd: str) -> None:
+    path = str(capture(tmp_path))
+    extra = ["-f", "folded"] if cmd == "export" else ["-o", str(tmp_path / "f.html")] if cmd == "flamegraph" else []
+    code, out, err = run(capsys, cmd, "-i", path, *extra, "--symfs", str(tmp_path / "nowhere"))
+    assert code == 2 and out == ""
+    assert err == f"profiler: --symfs {tmp_path / 'nowhere'} does not exist: it must name the root the recorded files are under.\n"
+
+
+def test_a_file_under_symfs_with_the_wrong_build_id_warns_once(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    binary = shutil.which("true")
+    assert binary is not None
+    root = tmp_path / "root"
+    (root / Path(binary).parent.relative_to("/")).mkdir(parents=True)
+    shutil.copy(binary, root / Path(binary).relative_to("/"))
+    base = 0x5555_0000_0000
+    recs: list[R.Record] = [comm(100, 100, "app", 1),
+                            mmap2(100, base, 0x10000, 0, binary, 2, build_id=bytes(range(20)))]
+    recs += [user_sample([base + 0x1234], 10 + i) for i in range(3)]
+    path = str(write_capture(tmp_path / "u.prof", recs, kallsyms=kallsyms_text()))
+    code, out, err = run(capsys, "report", "-i", path, "--symfs", str(root), "--debug-dir", str(tmp_path))
+    assert code == 0 and "0x0000000000001234" in out
+    warned = [line for line in err.splitlines() if "build-id" in line]
+    assert len(warned) == 1 and warned[0].startswith(f"profiler: warning: {root}")
