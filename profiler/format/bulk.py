@@ -1,10 +1,21 @@
 """Columnar decoding of a whole capture: the reporter's hot path.
 
-A per-record Python object costs about 2 µs; a capture of a million samples needs better. Here
-record starts are found with one tight loop over the record sizes, and every sample field is then
-gathered for all samples at once with numpy fancy indexing. Callchains land in one flat array
-referenced in place (``chain_first``/``chain_len`` into the file's words). Only the non-sample records — few: MMAP, COMM, FORK, ... — are
-decoded one by one into ``records`` objects.
+A per-record Python object costs about 2 µs; a capture of a million samples needs better:
+
+* Record starts are found per frame with whole-array operations (``_Views.record_offsets``),
+  falling back to a tight sequential walk only when a frame holds something odd.
+* Every fixed sample field is gathered for all samples of a chunk at once with numpy fancy
+  indexing into the memory-mapped file (no copy of the raw bytes is ever made).
+* Callchains are deduplicated while decoding: each chain is hashed (two independent 64-bit
+  position-aware hashes), identical chains share one ``chain_id``, and only the distinct chains
+  are kept (``ChainTable``). A program has thousands of distinct stacks, not millions, so memory
+  is ~50 bytes a sample whatever the depth, and the reporter symbolizes each chain once.
+* The file is processed in chunks of frames, and the pages of each chunk are given back to the
+  kernel once it is decoded (``CaptureReader.release``), so resident memory does not grow with
+  the file.
+
+Only the non-sample records — few: MMAP, COMM, FORK, ... — are decoded one by one into
+``records`` objects.
 
 Damage is never trusted: a record whose size runs past its frame ends that frame's stream (with a
 warning); a sample whose callchain would run past its record is dropped (counted in a warning).
@@ -14,6 +25,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +39,30 @@ from profiler.format.events import Event, EventTable
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+
+CHUNK_BYTES = 16 << 20  # frames decoded (and their pages released) this many bytes at a time
+
+
+@dataclass
+class ChainTable:
+    """The distinct callchains of a capture, CSR: chain k is ``words[start[k]:start[k + 1]]``.
+
+    Chain 0 is the empty chain (samples without PERF_SAMPLE_CALLCHAIN, or with ``nr`` 0)."""
+
+    start: I64
+    words: U64
+
+    def __len__(self) -> int:
+        return int(self.start.shape[0]) - 1
+
+    def get(self, chain_id: int) -> U64:
+        return self.words[self.start[chain_id]:self.start[chain_id + 1]]
+
+    @property
+    def lengths(self) -> I64:
+        out: I64 = np.diff(self.start)
+        return out
 
 
 @dataclass
@@ -34,22 +70,21 @@ class SampleColumns:
     """Every sample of a capture, one numpy array per field, sorted by (time, file order).
 
     A column whose PERF_SAMPLE_* bit is absent is all zeros (``has`` says which exist).
-    ``chain(i)`` — ``chain_words[chain_first[i]:chain_first[i] + chain_len[i]]`` — is sample i's
-    callchain as the kernel wrote it, PERF_CONTEXT_* markers included.
+    ``chain(i)`` — ``chains.get(chain_id[i])`` — is sample i's callchain as the kernel wrote it,
+    PERF_CONTEXT_* markers included.
     """
 
     event: npt.NDArray[np.int16]
     ip: U64
-    pid: npt.NDArray[np.int64]
-    tid: npt.NDArray[np.int64]
+    pid: I32
+    tid: I32
     time: U64
-    cpu: npt.NDArray[np.int64]
+    cpu: I32
     period: U64
     misc: npt.NDArray[np.uint16]
     seq: I64  # position of the record in file order (across all record frames)
-    chain_first: I64  # index into chain_words of the first callchain entry
-    chain_len: I64
-    chain_words: U64  # backing store (the capture's words: chains are not copied)
+    chain_id: I32
+    chains: ChainTable
     has: frozenset[str] = frozenset()
 
     def __len__(self) -> int:
@@ -59,15 +94,22 @@ class SampleColumns:
     def cpumode(self) -> npt.NDArray[np.uint16]:
         return self.misc & np.uint16(R.PERF_RECORD_MISC_CPUMODE_MASK)
 
+    @property
+    def chain_len(self) -> I64:
+        out: I64 = self.chains.lengths[self.chain_id]
+        return out
+
     def chain(self, i: int) -> U64:
-        first = int(self.chain_first[i])
-        return self.chain_words[first:first + int(self.chain_len[i])]
+        return self.chains.get(int(self.chain_id[i]))
 
     def flat_chains(self) -> tuple[I64, U64]:
-        """All callchains gathered into one array: (CSR start offsets of n + 1, entries)."""
+        """Every sample's callchain gathered into one array: (CSR start offsets of n + 1,
+        entries). Memory grows with samples x depth: prefer ``chain_id`` and ``chains``."""
+        lengths = self.chain_len
         start = np.zeros(len(self) + 1, dtype=np.int64)
-        np.cumsum(self.chain_len, out=start[1:])
-        return start, self.chain_words[ranges(self.chain_first, self.chain_len)].astype(np.uint64)
+        np.cumsum(lengths, out=start[1:])
+        words = self.chains.words[ranges(self.chains.start[self.chain_id], lengths)]
+        return start, words.astype(np.uint64)
 
     def take(self, index: npt.NDArray[Any]) -> SampleColumns:
         """The samples selected by a boolean mask or index array."""
@@ -75,9 +117,16 @@ class SampleColumns:
         return SampleColumns(
             event=self.event[idx], ip=self.ip[idx], pid=self.pid[idx], tid=self.tid[idx],
             time=self.time[idx], cpu=self.cpu[idx], period=self.period[idx], misc=self.misc[idx],
-            seq=self.seq[idx], chain_first=self.chain_first[idx], chain_len=self.chain_len[idx],
-            chain_words=self.chain_words, has=self.has,
+            seq=self.seq[idx], chain_id=self.chain_id[idx], chains=self.chains, has=self.has,
         )
+
+    _COLUMNS = ("event", "ip", "pid", "tid", "time", "cpu", "period", "misc", "seq", "chain_id")
+
+    def permute(self, order: I64) -> None:
+        """Reorder every column in place (one column's temporary at a time)."""
+        for name in self._COLUMNS:
+            column = getattr(self, name)
+            column[:] = column[order]
 
 
 @dataclass
@@ -119,12 +168,10 @@ def ranges(starts: I64, lengths: I64) -> I64:
     return np.cumsum(steps)
 
 
-def _record_offsets(sizes16: memoryview, end: int) -> tuple[list[int], int]:
-    """Offsets of the records in a frame payload; and where its good part stops.
-
-    ``sizes16`` is the payload viewed as native u16: a record's size is u16 number 3 of its
-    header. This loop is the one sequential step of bulk decoding (about 0.15 µs a record).
-    """
+def _walk_record_offsets(sizes16: memoryview, end: int) -> tuple[list[int], int]:
+    """Offsets of the records in a frame payload, walked one by one; and where the good part
+    stops. ``sizes16`` is the payload as native u16: a record's size is u16 number 3 of its
+    header."""
     offsets: list[int] = []
     append = offsets.append
     pos = 0
@@ -138,98 +185,128 @@ def _record_offsets(sizes16: memoryview, end: int) -> tuple[list[int], int]:
     return offsets, pos
 
 
-class _Buffers:
-    """Typed views over the whole capture file; record offsets are file offsets.
+class _Views:
+    """Typed views over the whole (memory-mapped) capture; record offsets are file offsets.
 
     Frames start 8-aligned and raw payloads are whole records, so every record (and every u64
-    field in it) is 8-aligned in the file: no copy of the data is ever made.
+    field in it) is 8-aligned in the file.
     """
 
     def __init__(self, reader: CaptureReader, bo: str) -> None:
-        self.frames = [f for f in reader.iter_frames()
-                       if f.kind in (FRAME_RAW, FRAME_SYNTH) and len(f.payload)]
         view = reader.raw_view()
         size = len(view) - len(view) % 8
-        self.view = view
         self.native = (bo == "<") == (sys.byteorder == "little")
+        self.view = view
         self.w64 = np.frombuffer(view, dtype=bo + "u8", count=size // 8)
         self.w32 = np.frombuffer(view, dtype=bo + "u4", count=size // 4)
         self.w16 = np.frombuffer(view, dtype=bo + "u2", count=size // 2)
 
-    def frame_record_offsets(self, frame: Frame, warnings: list[str]) -> I64:
+    def record_offsets(self, frame: Frame, warnings: list[str]) -> I64:
         """File offsets of the records of one frame.
 
-        Fast path: every word whose header ``size`` field could be a record size is taken as a
-        candidate start; if following the sizes from the first candidate visits exactly the
-        candidates and ends at the frame's end, they are the records (a proof by induction,
-        checked with whole-array operations). Otherwise — a record body that looks like a header
-        — the exact sequential walk decides.
+        Fast path: every word whose header ``size`` field could be a record size is a candidate
+        start; if following the sizes from the first candidate visits exactly the candidates and
+        ends at the frame's end, they are the records (a proof by induction, checked with
+        whole-array operations). Otherwise — a record body that looks like a header, or damage —
+        the exact sequential walk decides.
         """
         start = frame.offset + FRAME_HEADER_SIZE
         end = len(frame.payload)
         first, nwords = start >> 3, end >> 3
         sizes = self.w16[(first * 4 + 3):((first + nwords) * 4):4].astype(np.int64)
-        size_words = sizes >> 3
         cand = np.flatnonzero((sizes >= 8) & ((sizes & 7) == 0))
         if end % 8 == 0 and len(cand) and cand[0] == 0:
-            nxt = cand + size_words[cand]
+            nxt = cand + (sizes[cand] >> 3)
             if nxt[-1] == nwords and np.array_equal(nxt[:-1], cand[1:]):
-                return (cand << 3) + start
-        offs, stop = _record_offsets(self.sizes16(frame.payload), end)
+                out: I64 = (cand << 3) + start
+                return out
+        offs, stop = _walk_record_offsets(self._sizes16(frame.payload), end)
         if stop != end:
             warnings.append(f"a damaged record in frame {frame.seq}: skipped its last "
                             f"{end - stop} bytes.")
         return np.asarray(offs, dtype=np.int64) + start
 
-    def sizes16(self, payload: memoryview) -> memoryview:
+    def _sizes16(self, payload: memoryview) -> memoryview:
         if self.native:
             return payload.cast("H")
         swapped: bytes = np.frombuffer(payload, dtype=np.uint16).byteswap().tobytes()
         return memoryview(swapped).cast("H")
 
 
-def load_capture(reader: CaptureReader) -> CaptureData:
-    """Decode every record of ``reader`` into ``CaptureData`` (samples columnar)."""
-    header = reader.header
-    events = EventTable.from_header(header)
-    bufs = _Buffers(reader, events.bo)
-    warnings: list[str] = []
+# --- chain deduplication ------------------------------------------------------------------
 
-    offs_parts: list[I64] = []
-    cpus_parts: list[I64] = []
-    for frame in bufs.frames:
-        offs = bufs.frame_record_offsets(frame, warnings)
-        offs_parts.append(offs)
-        cpus_parts.append(np.full(len(offs), frame.cpu, dtype=np.int64))
-    offsets = np.concatenate(offs_parts) if offs_parts else np.zeros(0, dtype=np.int64)
-    rec_cpu = np.concatenate(cpus_parts) if cpus_parts else np.zeros(0, dtype=np.int64)
-    types = bufs.w32[offsets >> 2].astype(np.int64)
-    sizes = bufs.w16[(offsets >> 1) + 3].astype(np.int64)
-
-    counts: Counter[str] = Counter()
-    for t, c in enumerate(np.bincount(np.minimum(types, 255)).tolist()):
-        if c:
-            counts[R.record_name(t) if t < 255 else "OTHER"] = int(c)
-
-    is_sample = types == R.PERF_RECORD_SAMPLE
-    sample_idx = np.flatnonzero(is_sample)
-    other_idx = np.flatnonzero(~is_sample)
-
-    samples, damaged = _decode_samples(bufs, events, offsets[sample_idx], sizes[sample_idx],
-                                       sample_idx)
-    if damaged:
-        warnings.append(f"{damaged} damaged samples (callchain longer than the record) were skipped.")
-
-    others = _decode_others(bufs, events, offsets, sizes, types, rec_cpu, other_idx, warnings)
-
-    # Fill in missing times (records without sample_id_all) from the record before them.
-    others_sorted, others_before, samples = _order(samples, others)
-    return CaptureData(header, events, samples, others_sorted, others_before, counts,
-                       warnings, damaged)
+_MAX_DEPTH = 0x10000  # more entries than any record can hold (size is a u16)
+_rng = np.random.default_rng(0x5EED)  # fixed: chain ids must not depend on the run
+# Two tables of odd 64-bit multipliers, one per position in a chain: a chain's hash is
+# sum(word[p] * K[p]) mod 2**64. Chains differing in one position never collide (K[p] is odd);
+# two independent tables make any other collision a 2**-128 event.
+_KA = _rng.integers(0, 2**63, _MAX_DEPTH + 1, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+_KB = _rng.integers(0, 2**63, _MAX_DEPTH + 1, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
 
-def _sample_fields(layout: R.SampleLayout) -> tuple[dict[str, int], bool]:
-    """Word index (from the record start) of each fixed sample field; whether READ is variable."""
+class _ChainStore:
+    """Assigns one id to each distinct callchain (by a 128-bit hash) and keeps its words."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[int, int], int] = {}
+        self.parts: list[U64] = [np.zeros(0, dtype=np.uint64)]  # chain 0: empty
+        self.lengths: list[int] = [0]
+
+    def add(self, w64: U64, first: I64, lengths: I64) -> I32:
+        """Chain ids for the chains at word ``first`` of ``lengths`` words.
+
+        The hashes are accumulated one chain position at a time over the chains that long
+        (sorted longest first, so they are a prefix): no per-word index array is built."""
+        n = len(first)
+        out = np.zeros(n, dtype=np.int32)
+        nonempty = np.flatnonzero(lengths > 0)
+        if not len(nonempty):
+            return out
+        by_len = nonempty[np.argsort(-lengths[nonempty], kind="stable")]
+        f, ln = first[by_len], lengths[by_len]
+        longer = np.searchsorted(-ln, -np.arange(int(ln[0])), side="left")  # count with ln > d
+        h1 = ln.astype(np.uint64) * _KB[0]
+        h2 = ln.astype(np.uint64) * _KA[0]
+        for d, c in enumerate(longer.tolist()):
+            w = w64[f[:c] + d].astype(np.uint64, copy=False)  # a fresh array (fancy index)
+            t = w * _KB[d + 1]
+            w *= _KA[d + 1]
+            h1[:c] += w
+            h2[:c] += t
+        order = np.lexsort((h2, h1))
+        a, b = h1[order], h2[order]
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+        group = np.cumsum(new) - 1
+        reps = order[new]
+        group_ids = np.empty(len(reps), dtype=np.int32)
+        ids = self.ids
+        for g, (k1, k2, rep) in enumerate(zip(h1[reps].tolist(), h2[reps].tolist(), reps.tolist())):
+            key = (k1, k2)
+            cid = ids.get(key)
+            if cid is None:
+                cid = len(self.lengths)
+                ids[key] = cid
+                start, length = int(f[rep]), int(ln[rep])
+                self.parts.append(w64[start:start + length].astype(np.uint64))
+                self.lengths.append(length)
+            group_ids[g] = cid
+        per_sample = np.empty(len(order), dtype=np.int32)
+        per_sample[order] = group_ids[group]
+        out[by_len] = per_sample
+        return out
+
+    def table(self) -> ChainTable:
+        start = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(self.lengths, dtype=np.int64), out=start[1:])
+        return ChainTable(start, np.concatenate(self.parts).astype(np.uint64))
+
+
+# --- decoding -----------------------------------------------------------------------------
+
+
+def _sample_fields(layout: R.SampleLayout) -> dict[str, int]:
+    """Word index (from the record start) of each fixed sample field, and ``_end``."""
     st = layout.sample_type
     pos = 1
     where: dict[str, int] = {}
@@ -243,7 +320,7 @@ def _sample_fields(layout: R.SampleLayout) -> tuple[dict[str, int], bool]:
             where[name] = pos
             pos += 1
     where["_end"] = pos
-    return where, bool(st & R.PERF_SAMPLE_READ and layout.read_format & R.PERF_FORMAT_GROUP)
+    return where
 
 
 def _read_words(read_format: int) -> int:
@@ -253,126 +330,163 @@ def _read_words(read_format: int) -> int:
                                           | R.PERF_FORMAT_ID | R.PERF_FORMAT_LOST))
 
 
-def _decode_samples(bufs: _Buffers, events: EventTable, offs: I64, sizes: I64,
-                    seq: I64) -> tuple[SampleColumns, int]:
-    n = len(offs)
-    if events.uniform or not events.identifier:
-        groups = [(events.default, np.arange(n))]
-    else:
-        ident = bufs.w64[(offs >> 3) + 1] if n else np.zeros(0, dtype=np.uint64)
-        event_of = np.zeros(n, dtype=np.int64)
+class _SampleBuilder:
+    """Accumulates sample columns chunk by chunk."""
+
+    def __init__(self, events: EventTable) -> None:
+        self.events = events
+        self.parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in SampleColumns._COLUMNS}
+        self.store = _ChainStore()
+        self.damaged = 0
+        self.has: set[str] = set()
+
+    def add(self, views: _Views, offs: I64, sizes: I64, seq: I64) -> None:
+        events = self.events
+        if events.uniform or not events.identifier:
+            self._add_group(views, events.default, offs, sizes, seq)
+            return
+        ident = views.w64[(offs >> 3) + 1] if len(offs) else np.zeros(0, dtype=np.uint64)
+        event_of = np.zeros(len(offs), dtype=np.int64)
         for ev in events.events[1:]:
             if ev.ids:
                 event_of[np.isin(ident, np.asarray(ev.ids, dtype=np.uint64))] = ev.index
-        groups = [(ev, np.flatnonzero(event_of == ev.index)) for ev in events.events]
+        for ev in events.events:
+            idx = np.flatnonzero(event_of == ev.index)
+            if len(idx):
+                self._add_group(views, ev, offs[idx], sizes[idx], seq[idx])
 
-    parts = [_decode_sample_group(bufs, ev, offs[idx], sizes[idx], seq[idx]) for ev, idx in groups
-             if len(idx)]
-    damaged = sum(p[1] for p in parts)
-    cols = [p[0] for p in parts]
-    if not cols:
-        return _empty_samples(events.default), damaged
-    if len(cols) == 1:
-        return cols[0], damaged
-    return _concat(cols), damaged
-
-
-def _empty_samples(ev: Event) -> SampleColumns:
-    z64 = np.zeros(0, dtype=np.uint64)
-    zi = np.zeros(0, dtype=np.int64)
-    return SampleColumns(np.zeros(0, dtype=np.int16), z64, zi, zi, z64, zi, z64,
-                         np.zeros(0, dtype=np.uint16), zi, zi, zi, z64)
-
-
-def _concat(cols: list[SampleColumns]) -> SampleColumns:
-    def cat(name: str) -> npt.NDArray[Any]:
-        return np.concatenate([getattr(c, name) for c in cols])
-
-    return SampleColumns(
-        event=cat("event"), ip=cat("ip"), pid=cat("pid"), tid=cat("tid"), time=cat("time"),
-        cpu=cat("cpu"), period=cat("period"), misc=cat("misc"), seq=cat("seq"),
-        chain_first=cat("chain_first"), chain_len=cat("chain_len"),
-        chain_words=cols[0].chain_words, has=frozenset().union(*(c.has for c in cols)),
-    )
-
-
-def _decode_sample_group(bufs: _Buffers, ev: Event, offs: I64, sizes: I64,
-                         seq: I64) -> tuple[SampleColumns, int]:
-    layout = ev.layout
-    st = layout.sample_type
-    where, group_read = _sample_fields(layout)
-    base = offs >> 3
-    nwords = sizes >> 3
-    n = len(offs)
-    ok = nwords >= where["_end"]
-    w64, w32 = bufs.w64, bufs.w32
-
-    cur = base + where["_end"]
-    if st & R.PERF_SAMPLE_READ:
-        if group_read:
-            nr = w64[np.minimum(np.where(ok, cur, 0), len(w64) - 1)].astype(np.int64)
-            per = 1 + bool(layout.read_format & R.PERF_FORMAT_ID) + bool(layout.read_format & R.PERF_FORMAT_LOST)
-            times = R._popcount(layout.read_format & 3)
-            nr = np.where(nr > 0x10000, 0x10000, nr)
-            cur = cur + 1 + times + nr * per
+    def _add_group(self, views: _Views, ev: Event, offs: I64, sizes: I64, seq: I64) -> None:
+        layout = ev.layout
+        st = layout.sample_type
+        where = _sample_fields(layout)
+        base = offs >> 3
+        end = base + (sizes >> 3)
+        ok = end >= base + where["_end"]
+        w64, w32 = views.w64, views.w32
+        cur = base + where["_end"]
+        if st & R.PERF_SAMPLE_READ:
+            if layout.read_format & R.PERF_FORMAT_GROUP:
+                nr = w64[np.minimum(np.where(ok, cur, 0), len(w64) - 1)].astype(np.int64)
+                per = (1 + bool(layout.read_format & R.PERF_FORMAT_ID)
+                       + bool(layout.read_format & R.PERF_FORMAT_LOST))
+                nr = np.where((nr < 0) | (nr > 0x10000), 0x10000, nr)
+                cur = cur + 1 + R._popcount(layout.read_format & 3) + nr * per
+            else:
+                cur = cur + _read_words(layout.read_format)
+            ok &= cur <= end
+        if st & R.PERF_SAMPLE_CALLCHAIN:
+            inside = ok & (cur < end)
+            nr = np.where(inside, w64[np.where(inside, cur, 0)].astype(np.uint64), 0)
+            room = (end - cur - 1).clip(min=0).astype(np.uint64)
+            ok &= inside & (nr <= room)
+            lengths = np.where(ok, nr, 0).astype(np.int64)
+            self.has.add("callchain")
         else:
-            cur = cur + _read_words(layout.read_format)
-        ok &= cur <= base + nwords
+            lengths = np.zeros(len(offs), dtype=np.int64)
+        self.has.update(name for name in where if not name.startswith("_"))
 
-    if st & R.PERF_SAMPLE_CALLCHAIN:
-        in_rec = ok & (cur < base + nwords)
-        nr = np.where(in_rec, w64[np.where(in_rec, cur, 0)].astype(np.uint64), 0)
-        room = (base + nwords - cur - 1).clip(min=0).astype(np.uint64)
-        bad = ok & (~in_rec | (nr > room))
-        ok &= ~bad
-        lengths = np.where(ok, nr, 0).astype(np.int64)
-        chain_first = cur + 1
-    else:
-        lengths = np.zeros(n, dtype=np.int64)
-        chain_first = cur
+        n = len(offs)
+        damaged = int(n - np.count_nonzero(ok))
+        self.damaged += damaged
+        keep = np.flatnonzero(ok) if damaged else np.arange(n)
+        kbase = base[keep]
+        nk = len(keep)
 
-    damaged = int(n - np.count_nonzero(ok))
-    keep = np.flatnonzero(ok) if damaged else np.arange(n)
-    kbase = base[keep]
-    nk = len(keep)
+        def word(name: str, default: int = 0) -> U64:
+            if name not in where:
+                return np.full(nk, default, dtype=np.uint64)
+            out: U64 = w64[kbase + where[name]].astype(np.uint64)
+            return out
 
-    def word(name: str) -> U64:
-        if name not in where:
-            return np.zeros(nk, dtype=np.uint64)
-        out: U64 = w64[kbase + where[name]].astype(np.uint64)
-        return out
+        def half(name: str, second: bool) -> I32:
+            if name not in where:
+                return np.zeros(nk, dtype=np.int32)
+            out: I32 = w32[(kbase + where[name]) * 2 + int(second)].astype(np.uint32).view(np.int32)
+            return out
 
-    def half(name: str, second: bool) -> npt.NDArray[np.int64]:
-        if name not in where:
-            return np.zeros(nk, dtype=np.int64)
-        out: npt.NDArray[np.int64] = w32[(kbase + where[name]) * 2 + int(second)].astype(np.int64)
-        return out
+        p = self.parts
+        p["event"].append(np.full(nk, ev.index, dtype=np.int16))
+        p["ip"].append(word("ip"))
+        p["pid"].append(half("tid", False))
+        p["tid"].append(half("tid", True))
+        p["time"].append(word("time"))
+        p["cpu"].append(half("cpu", False))
+        p["period"].append(word("period", 1))
+        p["misc"].append(views.w16[(offs[keep] >> 1) + 2].astype(np.uint16))
+        p["seq"].append(seq[keep].astype(np.int64))
+        p["chain_id"].append(self.store.add(w64, (cur + 1)[keep].astype(np.int64), lengths[keep]))
 
-    has = {name for name in where if not name.startswith("_")}
-    if st & R.PERF_SAMPLE_CALLCHAIN:
-        has.add("callchain")
-    cols = SampleColumns(
-        event=np.full(nk, ev.index, dtype=np.int16),
-        ip=word("ip"),
-        pid=half("tid", False),
-        tid=half("tid", True),
-        time=word("time"),
-        cpu=half("cpu", False),
-        period=word("period") if "period" in where else np.ones(nk, dtype=np.uint64),
-        misc=bufs.w16[(offs[keep] >> 1) + 2].astype(np.uint16),
-        seq=seq[keep],
-        chain_first=chain_first[keep].astype(np.int64),
-        chain_len=lengths[keep],
-        chain_words=w64,
-        has=frozenset(has),
-    )
-    return cols, damaged
+    def finish(self) -> SampleColumns:
+        dtypes = {"event": np.int16, "ip": np.uint64, "pid": np.int32, "tid": np.int32,
+                  "time": np.uint64, "cpu": np.int32, "period": np.uint64, "misc": np.uint16,
+                  "seq": np.int64, "chain_id": np.int32}
+        cols: dict[str, Any] = {}
+        for name in SampleColumns._COLUMNS:
+            parts = self.parts.pop(name)
+            cols[name] = np.concatenate(parts) if parts else np.zeros(0, dtype=dtypes[name])
+            del parts
+        samples = SampleColumns(chains=self.store.table(), has=frozenset(self.has), **cols)
+        if len(samples) > 1 and not (np.diff(samples.seq) > 0).all():
+            samples.permute(np.argsort(samples.seq, kind="stable"))  # several events: file order
+        return samples
 
 
-def _decode_others(bufs: _Buffers, events: EventTable, offsets: I64, sizes: I64, types: I64,
-                   rec_cpu: I64, idx: I64, warnings: list[str]) -> list[OtherRecord]:
-    view = bufs.view
-    out: list[OtherRecord] = []
+def _chunks(frames: list[Frame]) -> Iterator[list[Frame]]:
+    batch: list[Frame] = []
+    size = 0
+    for frame in frames:
+        batch.append(frame)
+        size += len(frame.payload)
+        if size >= CHUNK_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def load_capture(reader: CaptureReader) -> CaptureData:
+    """Decode every record of ``reader`` into ``CaptureData`` (samples columnar)."""
+    header = reader.header
+    events = EventTable.from_header(header)
+    views = _Views(reader, events.bo)
+    frames = [f for f in reader.iter_frames() if f.kind in (FRAME_RAW, FRAME_SYNTH) and len(f.payload)]
+    warnings: list[str] = []
+    counts: Counter[str] = Counter()
+    builder = _SampleBuilder(events)
+    others: list[OtherRecord] = []
+    failed = 0
+    next_seq = 0
+    for chunk in _chunks(frames):
+        parts = [views.record_offsets(frame, warnings) for frame in chunk]
+        offsets = np.concatenate(parts)
+        cpus = np.repeat(np.asarray([f.cpu for f in chunk], dtype=np.int64), [len(p) for p in parts])
+        types = views.w32[offsets >> 2].astype(np.int64)
+        sizes = views.w16[(offsets >> 1) + 3].astype(np.int64)
+        seq = np.arange(next_seq, next_seq + len(offsets), dtype=np.int64)
+        next_seq += len(offsets)
+        for t, c in enumerate(np.bincount(np.minimum(types, 255)).tolist()):
+            if c:
+                counts[R.record_name(t) if t < 255 else "OTHER"] += int(c)
+        is_sample = types == R.PERF_RECORD_SAMPLE
+        builder.add(views, offsets[is_sample], sizes[is_sample], seq[is_sample])
+        failed += _decode_others(views, events, offsets, sizes, types, cpus, seq,
+                                 np.flatnonzero(~is_sample), others)
+        first, last = chunk[0], chunk[-1]
+        reader.release(first.offset, last.offset + FRAME_HEADER_SIZE + len(last.payload) - first.offset)
+    samples = builder.finish()
+    if builder.damaged:
+        warnings.append(f"{builder.damaged} damaged samples (callchain longer than the record) "
+                        f"were skipped.")
+    if failed:
+        warnings.append(f"{failed} damaged non-sample records were skipped.")
+    others_sorted, others_before = _order(samples, others)
+    return CaptureData(header, events, samples, others_sorted, others_before, counts,
+                       warnings, builder.damaged)
+
+
+def _decode_others(views: _Views, events: EventTable, offsets: I64, sizes: I64, types: I64,
+                   cpus: I64, seq: I64, idx: I64, out: list[OtherRecord]) -> int:
+    view = views.view
     failed = 0
     for i in idx.tolist():
         off, size, rtype = int(offsets[i]), int(sizes[i]), int(types[i])
@@ -383,14 +497,12 @@ def _decode_others(bufs: _Buffers, events: EventTable, offsets: I64, sizes: I64,
             failed += 1
             continue
         t = R.record_time(rec)
-        out.append(OtherRecord(-1 if t is None else t, i, int(rec_cpu[i]), rec))
-    if failed:
-        warnings.append(f"{failed} damaged non-sample records were skipped.")
-    return out
+        out.append(OtherRecord(-1 if t is None else t, int(seq[i]), int(cpus[i]), rec))
+    return failed
 
 
-def _order(samples: SampleColumns, others: list[OtherRecord]) -> tuple[list[OtherRecord], I64, SampleColumns]:
-    """Sort samples and other records by (time, file order) and interleave them.
+def _order(samples: SampleColumns, others: list[OtherRecord]) -> tuple[list[OtherRecord], I64]:
+    """Sort samples (in place) and other records by (time, file order) and interleave them.
 
     Records without a time (no sample_id_all) take the latest time seen before them in file
     order, so they stay where the kernel put them relative to their neighbours.
@@ -400,21 +512,24 @@ def _order(samples: SampleColumns, others: list[OtherRecord]) -> tuple[list[Othe
     o_missing = np.asarray([o.time < 0 for o in others], dtype=bool)
     o_time = np.asarray([max(o.time, 0) for o in others], dtype=np.uint64)
     all_seq = np.concatenate([samples.seq, o_seq])
-    all_time = np.concatenate([samples.time.astype(np.uint64), o_time])
+    all_time = np.concatenate([samples.time, o_time])
+    file_order = np.argsort(all_seq, kind="stable")
     if o_missing.any():
         missing = np.concatenate([np.zeros(n, dtype=bool), o_missing])
-        file_order = np.argsort(all_seq, kind="stable")
         t = all_time[file_order]
         filled = np.maximum.accumulate(t)
         all_time[file_order] = np.where(missing[file_order], filled, t)
         for k, o in enumerate(others):
             o.time = int(all_time[n + k])
-    order = np.lexsort((all_seq, all_time))
+    # A stable sort by time of the records in file order breaks ties by file order.
+    by_time = all_time[file_order]
+    order = file_order[np.argsort(by_time, kind="stable")]
+    del by_time, all_time, all_seq
     is_other = order >= n
     sample_order = order[~is_other]
     before: I64 = np.cumsum(~is_other) - (~is_other)  # samples placed before each position
     others_before: I64 = before[is_other].astype(np.int64)
     others_sorted = [others[k - n] for k in order[is_other].tolist()]
-    if n and not np.array_equal(sample_order, np.arange(n)):
-        samples = samples.take(sample_order)
-    return others_sorted, others_before, samples
+    if n and not (np.diff(sample_order) > 0).all():
+        samples.permute(sample_order)
+    return others_sorted, others_before

@@ -23,7 +23,7 @@ import os
 import socket
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,8 @@ MAX_INFLATED = 1 << 30  # a compressed payload inflating past this is damage
 
 MAX_HEADER_SIZE = 64 << 20
 MAX_FRAME_SIZE = 1 << 30  # a frame claiming more is damage, never an allocation
+
+_RELEASE_EVERY = 32 << 20
 
 PERF_DATA_MAGICS = (b"PERFILE2", b"2ELIFREP", b"PERFFILE")
 
@@ -348,7 +350,7 @@ class CaptureReader:
     def scan(self) -> ScanResult:
         """Walk every frame once (cached): checks checksums, finds the trailer and damage."""
         if self._scan is None:
-            self._scan = _scan_frames(self._view, self._frames_start)
+            self._scan = _scan_frames(self._view, self._frames_start, self.release)
         return self._scan
 
     def iter_frames(self) -> Iterator[Frame]:
@@ -403,6 +405,17 @@ class CaptureReader:
                 continue
             for rec in events.decode_stream(frame.payload, self):
                 yield frame, rec
+
+    def release(self, offset: int, length: int) -> None:
+        """Tell the kernel we are done with these bytes for now: their pages leave our resident
+        set (they stay in the page cache, and come back on the next access). Keeps the memory of
+        a one-pass decode independent of the file's size."""
+        if isinstance(self._data, mmap.mmap) and length > 0 and hasattr(mmap, "MADV_DONTNEED"):
+            start = offset - offset % mmap.PAGESIZE
+            try:
+                self._data.madvise(mmap.MADV_DONTNEED, start, offset + length - start)
+            except (OSError, ValueError):
+                pass
 
     def raw_view(self) -> memoryview:
         """The whole file as bytes (zero-copy)."""
@@ -482,8 +495,10 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
         raise FormatError(f"{path} names an unknown byte order {header.get('byte_order')!r}.")
 
 
-def _scan_frames(view: memoryview, pos: int) -> ScanResult:
+def _scan_frames(view: memoryview, pos: int,
+                 release: Callable[[int, int], None] | None = None) -> ScanResult:
     result = ScanResult(data_end=pos)
+    released = 0
     end = len(view)
     expected_seq = 0
     while pos < end:
@@ -503,6 +518,9 @@ def _scan_frames(view: memoryview, pos: int) -> ScanResult:
             break
         frame = Frame(kind, cpu, seq, pos, payload, flags)
         expected_seq += 1
+        if release is not None and pos - released >= _RELEASE_EVERY:
+            release(released, pos - released)  # checksummed: not needed resident any more
+            released = pos
         pos = body + length + _pad8(length)
         result.data_end = min(pos, end)
         if kind == FRAME_TRAILER:

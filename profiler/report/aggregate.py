@@ -106,7 +106,8 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     children = children and profile.has_callchains
     s = profile.samples
     attr_names = [k for k in SAMPLE_KEYS if k in sort]
-    sample_cols = {"pid": s.pid, "tid": s.tid, "comm": profile.comm, "cpu": s.cpu}
+    sample_cols: dict[str, npt.NDArray[Any]] = {"pid": s.pid, "tid": s.tid, "comm": profile.comm,
+                                                "cpu": s.cpu}
     fkey, dso_info = frame_keys(profile, sort)
 
     # 1. groups of samples with the same stack and attributes

@@ -6,9 +6,9 @@ Steps (each a few numpy calls over all samples, never a Python loop per sample):
 2. replay the non-sample records: every sample gets its process's map generation and its
    thread's comm (``replay``);
 3. keep the samples the filters select (event, comm, pid, tid, cpu, time);
-4. count identical raw stacks — (pid, map generation, callchain words) — by hashing each
-   callchain twice with vectorised 64-bit mixes and sorting the hashes; only one sample per
-   distinct stack is looked at after this;
+4. count identical raw stacks — (pid, map generation, callchain): the decoder has already
+   given each distinct callchain one id, so this is an exact group-by of small integers; only
+   one sample per distinct stack is looked at after this;
 5. split the distinct stacks' callchains at their ``PERF_CONTEXT_*`` markers (the marker
    before an entry says whether it is a kernel or user address), take the unique addresses
    and resolve them (``resolve``), per map generation and per DSO in one batch each;
@@ -48,7 +48,6 @@ _CONTEXT_MAX = np.uint64(R.PERF_CONTEXT_MAX)
 _CONTEXT_KERNEL = np.uint64(R.PERF_CONTEXT_KERNEL)
 _CONTEXT_USER = np.uint64(R.PERF_CONTEXT_USER)
 _KERNEL_MODES = (R.PERF_RECORD_MISC_KERNEL, R.PERF_RECORD_MISC_GUEST_KERNEL)
-_HASH_CHUNK = 1 << 18  # samples hashed per step: bounds the temporaries
 
 
 @dataclass
@@ -280,21 +279,21 @@ def raw_stacks(s: SampleColumns, use_chains: bool) -> tuple[I64, U64]:
     """Each sample's raw stack as CSR (start offsets, words), markers included.
 
     A sample without a callchain (or with an empty one) gets ``[context marker, ip]``: the
-    marker for its cpumode, so it is read exactly like a one-entry kernel callchain.
+    marker for its cpumode, so it is read exactly like a one-entry kernel callchain. Used on
+    the distinct stacks only (one representative sample each).
     """
     n = len(s)
     ctx = np.where(np.isin(s.cpumode, _KERNEL_MODES), _CONTEXT_KERNEL, _CONTEXT_USER).astype(np.uint64)
     if use_chains:
         lengths = s.chain_len.astype(np.int64)
         empty = lengths == 0
-        if not empty.any():
-            return s.flat_chains()
         lengths = np.where(empty, 2, lengths)
         start = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=start[1:])
         words = np.empty(int(start[-1]), dtype=np.uint64)
         full = np.flatnonzero(~empty)
-        words[ranges(start[full], lengths[full])] = s.chain_words[ranges(s.chain_first[full], lengths[full])]
+        chain_at = s.chains.start[s.chain_id[full]]
+        words[ranges(start[full], lengths[full])] = s.chains.words[ranges(chain_at, lengths[full])]
         e = np.flatnonzero(empty)
         words[start[e]] = ctx[e]
         words[start[e] + 1] = s.ip[e]
@@ -306,56 +305,47 @@ def raw_stacks(s: SampleColumns, use_chains: bool) -> tuple[I64, U64]:
     return start, words
 
 
-_K1, _K2, _K3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9)
-_K4, _K5 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
-
-
-def _mix(v: U64, k: np.uint64) -> U64:
-    v = v * k
-    v ^= v >> np.uint64(31)
-    v *= _K4
-    v ^= v >> np.uint64(29)
-    return v
-
-
-def hash_stacks(s: SampleColumns, pid: I64, gen: I64, use_chains: bool) -> tuple[U64, U64]:
-    """Two independent 64-bit hashes of each sample's (pid, generation, raw stack words),
-    position-aware; computed a chunk of samples at a time to bound the temporaries."""
-    n = len(s)
-    h1 = np.empty(n, dtype=np.uint64)
-    h2 = np.empty(n, dtype=np.uint64)
-    for a in range(0, n, _HASH_CHUNK):
-        b = min(n, a + _HASH_CHUNK)
-        start, w = raw_stacks(s.take(np.arange(a, b)), use_chains)
-        lens = np.diff(start)
-        local = start[:-1]
-        pos = (np.arange(len(w), dtype=np.int64) - np.repeat(local, lens)).astype(np.uint64)
-        pos += np.uint64(1)
-        x = w ^ (pos * _K2)
-        s1 = np.add.reduceat(_mix(x, _K1), local)
-        s2 = np.add.reduceat(_mix(x + pos * _K5, _K3), local)
-        del x, pos, w
-        who = pid[a:b].astype(np.uint64) * _K3 + gen[a:b].astype(np.uint64) * _K5 + lens.astype(np.uint64)
-        h1[a:b] = _mix(s1 ^ _mix(who, _K2), _K1)
-        h2[a:b] = _mix(s2 + _mix(who + _K1, _K4), _K2)
-    return h1, h2
+def _group_ids(*keys: npt.NDArray[Any]) -> I64:
+    """Dense ids (0..k-1) of the distinct rows of ``keys`` (exact, sort based)."""
+    n = len(keys[0])
+    order = np.lexsort(keys[::-1]) if len(keys) > 1 else np.argsort(keys[0], kind="stable")
+    new = np.ones(n, dtype=bool)
+    if n > 1:
+        diff = np.zeros(n - 1, dtype=bool)
+        for k in keys:
+            ks = k[order]
+            diff |= ks[1:] != ks[:-1]
+        new[1:] = diff
+    ids = np.empty(n, dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
 
 
 def dedupe_stacks(s: SampleColumns, gen: I64, use_chains: bool) -> tuple[I64, I64]:
-    """(stack id per sample, one representative sample index per stack)."""
+    """(stack id per sample, one representative sample index per stack).
+
+    A raw stack is (pid, map generation, callchain): the decoder already gave every distinct
+    callchain one ``chain_id``, so this is an exact group-by over three small integers. Samples
+    whose chain is empty (or when chains are not used) are keyed by (cpumode, ip) instead.
+    """
     n = len(s)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    h1, h2 = hash_stacks(s, s.pid, gen, use_chains)
-    order = np.lexsort((h2, h1))
-    a, b = h1[order], h2[order]
-    new = np.ones(n, dtype=bool)
-    new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
-    ids_sorted = np.cumsum(new) - 1
-    stack = np.empty(n, dtype=np.int64)
-    stack[order] = ids_sorted
-    reps = order[new]
-    return stack, reps.astype(np.int64)
+    kernel = np.isin(s.cpumode, _KERNEL_MODES)
+    what = s.chain_id.astype(np.int64) if use_chains else np.zeros(n, dtype=np.int64)
+    empty = np.flatnonzero(what == 0)
+    if len(empty):
+        # (cpumode, ip) pairs of chainless samples get ids after the chains' ids
+        what[empty] = int(len(s.chains)) + _group_ids(s.ip[empty], kernel[empty])
+    owner = _group_ids(s.pid.astype(np.int64), gen.astype(np.int64))
+    span = int(what.max()) + 1
+    if int(owner.max()) < (1 << 62) // span:
+        stack = _group_ids(owner * span + what)
+    else:
+        stack = _group_ids(owner, what)
+    reps = np.empty(int(stack.max()) + 1, dtype=np.int64)
+    reps[stack] = np.arange(n, dtype=np.int64)  # any sample of a group represents it
+    return stack, reps
 
 
 def resolve_stacks(s: SampleColumns, gen: I64, reps: I64, use_chains: bool,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +33,7 @@ from profiler.format.bulk import OtherRecord
 from profiler.report.maps import EMPTY, KERNEL_MAP_PREFIX, Dso, DsoTable, Map, MapSnapshot
 
 I64 = npt.NDArray[np.int64]
+Ints = npt.NDArray[Any]  # any integer dtype
 
 #: perf's pid for kernel maps; the kernel writes the u32 field, so -1 may read as 2**32 - 1.
 KERNEL_PIDS = (-1, 0xFFFFFFFF)
@@ -152,7 +154,8 @@ class ReplayResult:
         return self.state.dsos
 
 
-def replay(others: Sequence[OtherRecord], others_before: I64, sample_pid: I64, sample_tid: I64,
+def replay(others: Sequence[OtherRecord], others_before: I64, sample_pid: npt.NDArray[Any],
+           sample_tid: npt.NDArray[Any],
            build_ids: dict[str, str] | None = None) -> ReplayResult:
     """Replay ``others`` (sorted by time) and place every sample in the state of its time.
 
@@ -170,7 +173,7 @@ def replay(others: Sequence[OtherRecord], others_before: I64, sample_pid: I64, s
     return ReplayResult(state, gen, comm, state.comm_names)
 
 
-def _sample_comms(state: ReplayState, pid: I64, tid: I64) -> I64:
+def _sample_comms(state: ReplayState, pid: Ints, tid: Ints) -> I64:
     """The comm of each sample's thread; its process's when the thread was never named;
     ``:TID`` (perf's spelling) when neither is known."""
     by_tid = lookup_changes(tid, state.comm_log, default=-1)
@@ -186,7 +189,7 @@ def _sample_comms(state: ReplayState, pid: I64, tid: I64) -> I64:
     return by_tid
 
 
-def lookup_changes(entity: I64, log: list[tuple[int, int, int]], default: int,
+def lookup_changes(entity: Ints, log: list[tuple[int, int, int]], default: int,
                    positions: I64 | None = None) -> I64:
     """For sample i (at time-order position ``positions[i]``, default i) of ``entity[i]``:
     the value of the latest logged change of that entity with boundary <= the position."""

@@ -29,7 +29,7 @@ def assert_columns_match(reader: CaptureReader) -> None:
     assert len(cols) == len(exact)
     for i, s in enumerate(exact):
         assert int(cols.ip[i]) == (s.ip or 0)
-        assert int(cols.pid[i]) == (s.pid or 0) and int(cols.tid[i]) == (s.tid or 0)
+        assert int(cols.pid[i]) % 2**32 == (s.pid or 0) and int(cols.tid[i]) % 2**32 == (s.tid or 0)
         assert int(cols.time[i]) == (s.time or 0)
         assert int(cols.cpu[i]) == (s.cpu or 0)
         assert int(cols.period[i]) == (s.period if s.period is not None else 1)
@@ -243,5 +243,37 @@ def test_numpy_columns_dtypes(tmp_path: Path) -> None:
     write_small_capture(path)
     with CaptureReader.open(path) as reader:
         cols = load_capture(reader).samples
-        assert cols.ip.dtype == np.uint64 and cols.pid.dtype == np.int64
+        assert cols.ip.dtype == np.uint64 and cols.pid.dtype == np.int32
+        assert cols.chain_id.dtype == np.int32 and len(cols.chains) == 6  # empty + 5 distinct
         assert set(cols.has) >= {"ip", "tid", "time", "cpu", "period", "callchain"}
+
+
+def test_identical_chains_share_one_id_across_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import profiler.format.bulk as bulk
+
+    header = make_test_header()
+    layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
+    chains = [(R.PERF_CONTEXT_USER, 0x10, 0x20), (R.PERF_CONTEXT_USER, 0x20, 0x10), (), (0x10,)]
+    path = tmp_path / "c.prof"
+    w = CaptureWriter.create(path, header)
+    t = 0
+    for frame in range(6):
+        recs = []
+        for i in range(40):
+            t += 1
+            recs.append(R.encode(R.Sample(ip=i, pid=0xFFFFFFFF if i == 3 else 7, tid=7, time=t, cpu=0, res=0,
+                                          period=1, callchain=chains[(i + frame) % 4]), layout))
+        w.write_raw(frame % 2, b"".join(recs))
+    w.close()
+    monkeypatch.setattr(bulk, "CHUNK_BYTES", 1)  # every frame is its own chunk
+    with CaptureReader.open(path) as reader:
+        cols = load_capture(reader).samples
+        assert len(cols.chains) == 4  # the empty chain and three distinct ones
+        by_chain: dict[tuple[int, ...], set[int]] = {}
+        for i in range(len(cols)):
+            by_chain.setdefault(tuple(int(x) for x in cols.chain(i)), set()).add(int(cols.chain_id[i]))
+        assert set(by_chain) == {tuple(c) for c in chains}
+        assert all(len(ids) == 1 for ids in by_chain.values())
+        assert by_chain[()] == {0}
+        assert int(cols.pid.min()) == -1  # pid -1 (u32 0xffffffff) stays -1
+        assert_columns_match(reader)
