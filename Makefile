@@ -44,7 +44,7 @@ test: venv browser-deps
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab
+bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive
 
 bench-decode: venv
 	$(PY) benchmarks/bench_decode.py
@@ -60,6 +60,9 @@ bench-flamegraph: venv
 
 bench-symtab: venv
 	$(PY) benchmarks/bench_symtab.py
+
+bench-archive: venv fixtures
+	$(PY) benchmarks/bench_archive.py
 
 clean:
 	rm -rf $(VENV) $(OUT) fixtures/build .pytest_cache .mypy_cache
