@@ -1,4 +1,5 @@
-"""Golden outputs of the table, JSON, CSV and script renderers on the committed capture
+"""Golden outputs of the table, JSON, CSV, script, folded, speedscope and flame-graph outputs
+on the committed capture
 fixtures/captures/small.prof (made by fixtures/captures/make_small.py).
 
 Re-bless after an intended change with ``PROFILER_BLESS=1 pytest tests/unit/test_report_golden.py``
@@ -25,6 +26,14 @@ CASES = {
     "report.json": ["report", "--format", "json", "-g", "caller"],
     "report.csv": ["report", "--format", "csv", "--no-children"],
     "script.txt": ["script"],
+    "export.folded": ["export", "-f", "folded"],
+    "export_pid_period.folded": ["export", "-f", "folded", "--with-pid", "--weight", "period"],
+    "export.speedscope.json": ["export", "-f", "speedscope"],
+    "flamegraph.html": ["flamegraph", "-o", "-"],
+    # a real recording of fixtures/workloads/shares, archived: names come from its packed symbols
+    "shares.folded": ["export", "-f", "folded", "-i", str(ROOT / "fixtures" / "captures" / "offline-shares.prof")],
+    "shares_flat.txt": ["report", "--no-children", "-g", "none",
+                        "-i", str(ROOT / "fixtures" / "captures" / "offline-shares.prof")],
 }
 
 
@@ -36,7 +45,8 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     try:
-        main([*CASES[name], "-i", str(CAPTURE)])
+        args = CASES[name]
+        main(args if "-i" in args else [*args, "-i", str(CAPTURE)])
     except SystemExit as exc:
         assert not exc.code, capsys.readouterr().err
     out = capsys.readouterr().out
