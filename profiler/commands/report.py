@@ -31,7 +31,7 @@ def run_report(opts: ReportOptions, out: TextIO) -> None:
     from profiler.report.load import open_capture, progress_printer
     from profiler.report.render.stats import render_header, render_stats
 
-    opened = open_capture(opts.load.input)
+    opened = open_capture(opts.load.input, opts.load.callchains)
     reader, data = opened
     if opts.header:
         render_header(out, reader.header)

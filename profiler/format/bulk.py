@@ -41,7 +41,7 @@ U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 
-CHUNK_BYTES = 16 << 20  # frames decoded (and their pages released) this many bytes at a time
+CHUNK_BYTES = 8 << 20  # frames decoded (and their pages released) this many bytes at a time
 
 
 @dataclass
@@ -333,8 +333,9 @@ def _read_words(read_format: int) -> int:
 class _SampleBuilder:
     """Accumulates sample columns chunk by chunk."""
 
-    def __init__(self, events: EventTable) -> None:
+    def __init__(self, events: EventTable, callchains: bool = True) -> None:
         self.events = events
+        self.callchains = callchains
         self.parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in SampleColumns._COLUMNS}
         self.store = _ChainStore()
         self.damaged = 0
@@ -384,6 +385,8 @@ class _SampleBuilder:
         else:
             lengths = np.zeros(len(offs), dtype=np.int64)
         self.has.update(name for name in where if not name.startswith("_"))
+        if not self.callchains:
+            self.has.discard("callchain")
 
         n = len(offs)
         damaged = int(n - np.count_nonzero(ok))
@@ -414,7 +417,10 @@ class _SampleBuilder:
         p["period"].append(word("period", 1))
         p["misc"].append(views.w16[(offs[keep] >> 1) + 2].astype(np.uint16))
         p["seq"].append(seq[keep].astype(np.int64))
-        p["chain_id"].append(self.store.add(w64, (cur + 1)[keep].astype(np.int64), lengths[keep]))
+        if self.callchains:
+            p["chain_id"].append(self.store.add(w64, (cur + 1)[keep].astype(np.int64), lengths[keep]))
+        else:
+            p["chain_id"].append(np.zeros(nk, dtype=np.int32))
 
     def finish(self) -> SampleColumns:
         dtypes = {"event": np.int16, "ip": np.uint64, "pid": np.int32, "tid": np.int32,
@@ -444,15 +450,18 @@ def _chunks(frames: list[Frame]) -> Iterator[list[Frame]]:
         yield batch
 
 
-def load_capture(reader: CaptureReader) -> CaptureData:
-    """Decode every record of ``reader`` into ``CaptureData`` (samples columnar)."""
+def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
+    """Decode every record of ``reader`` into ``CaptureData`` (samples columnar).
+
+    ``callchains=False`` skips the callchains (every ``chain_id`` is 0, the empty chain): a
+    flat profile of sampled ips needs none, and it halves the decoding time."""
     header = reader.header
     events = EventTable.from_header(header)
     views = _Views(reader, events.bo)
     frames = [f for f in reader.iter_frames() if f.kind in (FRAME_RAW, FRAME_SYNTH) and len(f.payload)]
     warnings: list[str] = []
     counts: Counter[str] = Counter()
-    builder = _SampleBuilder(events)
+    builder = _SampleBuilder(events, callchains)
     others: list[OtherRecord] = []
     failed = 0
     next_seq = 0
@@ -502,34 +511,33 @@ def _decode_others(views: _Views, events: EventTable, offsets: I64, sizes: I64, 
 
 
 def _order(samples: SampleColumns, others: list[OtherRecord]) -> tuple[list[OtherRecord], I64]:
-    """Sort samples (in place) and other records by (time, file order) and interleave them.
+    """Sort the samples (in place) by (time, file order) and place the other records among them.
 
-    Records without a time (no sample_id_all) take the latest time seen before them in file
-    order, so they stay where the kernel put them relative to their neighbours.
+    The samples arrive in file order; the others are few, so each is placed by binary search
+    instead of sorting everything together. A record without a time (no sample_id_all) takes
+    the latest time seen before it in file order, so it stays where the kernel put it relative
+    to its neighbours.
     """
     n = len(samples)
-    o_seq = np.asarray([o.seq for o in others], dtype=np.int64)
-    o_missing = np.asarray([o.time < 0 for o in others], dtype=bool)
-    o_time = np.asarray([max(o.time, 0) for o in others], dtype=np.uint64)
-    all_seq = np.concatenate([samples.seq, o_seq])
-    all_time = np.concatenate([samples.time, o_time])
-    file_order = np.argsort(all_seq, kind="stable")
-    if o_missing.any():
-        missing = np.concatenate([np.zeros(n, dtype=bool), o_missing])
-        t = all_time[file_order]
-        filled = np.maximum.accumulate(t)
-        all_time[file_order] = np.where(missing[file_order], filled, t)
-        for k, o in enumerate(others):
-            o.time = int(all_time[n + k])
-    # A stable sort by time of the records in file order breaks ties by file order.
-    by_time = all_time[file_order]
-    order = file_order[np.argsort(by_time, kind="stable")]
-    del by_time, all_time, all_seq
-    is_other = order >= n
-    sample_order = order[~is_other]
-    before: I64 = np.cumsum(~is_other) - (~is_other)  # samples placed before each position
-    others_before: I64 = before[is_other].astype(np.int64)
-    others_sorted = [others[k - n] for k in order[is_other].tolist()]
-    if n and not (np.diff(sample_order) > 0).all():
-        samples.permute(sample_order)
-    return others_sorted, others_before
+    others = sorted(others, key=lambda o: o.seq)
+    if any(o.time < 0 for o in others):
+        running = np.maximum.accumulate(samples.time) if n else samples.time
+        latest = 0
+        for o in others:
+            k = int(np.searchsorted(samples.seq, o.seq)) - 1  # last sample before it in the file
+            if k >= 0:
+                latest = max(latest, int(running[k]))
+            if o.time < 0:
+                o.time = latest
+            latest = max(latest, o.time)
+    # A stable sort by time of samples in file order breaks ties by file order.
+    if n > 1 and not (samples.time[1:] >= samples.time[:-1]).all():
+        samples.permute(np.argsort(samples.time, kind="stable"))
+    times, seqs = samples.time, samples.seq
+    before = np.empty(len(others), dtype=np.int64)
+    for k, o in enumerate(others):
+        lo = int(np.searchsorted(times, np.uint64(o.time), side="left"))
+        hi = int(np.searchsorted(times, np.uint64(o.time), side="right"))
+        before[k] = lo + int(np.count_nonzero(seqs[lo:hi] < o.seq))
+    order = sorted(range(len(others)), key=lambda k: (others[k].time, others[k].seq))
+    return [others[k] for k in order], before[np.asarray(order, dtype=np.int64)] if order else before

@@ -70,7 +70,7 @@ MAX_INFLATED = 1 << 30  # a compressed payload inflating past this is damage
 MAX_HEADER_SIZE = 64 << 20
 MAX_FRAME_SIZE = 1 << 30  # a frame claiming more is damage, never an allocation
 
-_RELEASE_EVERY = 32 << 20
+_RELEASE_EVERY = 8 << 20
 
 PERF_DATA_MAGICS = (b"PERFILE2", b"2ELIFREP", b"PERFFILE")
 

@@ -152,11 +152,12 @@ class Profile:
         return Frame(f.name(self.demangle), f.dso, kind)
 
 
-def open_capture(path: str) -> tuple[CaptureReader, CaptureData]:
-    """Open and decode a capture (errors are the format's one-sentence errors)."""
+def open_capture(path: str, callchains: bool = True) -> tuple[CaptureReader, CaptureData]:
+    """Open and decode a capture (errors are the format's one-sentence errors);
+    ``callchains=False`` skips decoding them (flat profiles)."""
     reader = CaptureReader.open(path)
     try:
-        data = load_capture(reader)
+        data = load_capture(reader, callchains)
     except (ValueError, IndexError) as exc:
         raise FormatError(f"{path} is damaged beyond reading ({exc}).") from None
     return reader, data
@@ -172,7 +173,7 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
     """
     say = progress or (lambda _msg: None)
     say("decoding")
-    reader, data = opened or open_capture(options.input)
+    reader, data = opened or open_capture(options.input, options.callchains)
     warnings = list(reader.warnings) + list(data.warnings)
     names = [ev.name for ev in data.events.events]
     ev_index = select_event(names, event or options.filters.event)
@@ -305,20 +306,52 @@ def raw_stacks(s: SampleColumns, use_chains: bool) -> tuple[I64, U64]:
     return start, words
 
 
-def _group_ids(*keys: npt.NDArray[Any]) -> I64:
-    """Dense ids (0..k-1) of the distinct rows of ``keys`` (exact, sort based)."""
-    n = len(keys[0])
-    order = np.lexsort(keys[::-1]) if len(keys) > 1 else np.argsort(keys[0], kind="stable")
+_TABLE_LIMIT = 1 << 24  # key ranges up to this are grouped with a lookup table, not a sort
+
+
+def _dense_ids(key: I64) -> I64:
+    """Dense ids (0..k-1, in key order) of the distinct values of an integer key.
+
+    A small key range is grouped in O(n) with a presence table; a large one by sorting."""
+    n = len(key)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo, hi = int(key.min()), int(key.max())
+    if hi - lo < _TABLE_LIMIT:
+        rel = key - lo
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[rel] = True
+        rank = np.cumsum(present, dtype=np.int64) - 1
+        out: I64 = rank[rel]
+        return out
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
     new = np.ones(n, dtype=bool)
-    if n > 1:
-        diff = np.zeros(n - 1, dtype=bool)
-        for k in keys:
-            ks = k[order]
-            diff |= ks[1:] != ks[:-1]
-        new[1:] = diff
+    new[1:] = ks[1:] != ks[:-1]
     ids = np.empty(n, dtype=np.int64)
     ids[order] = np.cumsum(new) - 1
     return ids
+
+
+def _pair_ids(a: I64, b: I64) -> I64:
+    """Dense ids of the distinct (a, b) pairs of two dense id arrays."""
+    span = int(b.max()) + 1 if len(b) else 1
+    if len(a) and int(a.max()) < (1 << 62) // span:
+        return _dense_ids(a * span + b)
+    order = np.lexsort((b, a))
+    new = np.ones(len(a), dtype=bool)
+    new[1:] = (a[order][1:] != a[order][:-1]) | (b[order][1:] != b[order][:-1])
+    ids = np.empty(len(a), dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
+
+
+def _ip_ids(ip: U64, kernel: npt.NDArray[np.bool_]) -> I64:
+    """Dense ids of the distinct (cpumode is kernel, ip) pairs."""
+    ip_id = _dense_ids(ip.view(np.int64))
+    if np.array_equal(ip >= np.uint64(1 << 63), kernel):
+        return ip_id  # the address's top bit already says kernel or user (x86_64, aarch64)
+    return _pair_ids(ip_id, kernel.astype(np.int64))
 
 
 def dedupe_stacks(s: SampleColumns, gen: I64, use_chains: bool) -> tuple[I64, I64]:
@@ -331,18 +364,14 @@ def dedupe_stacks(s: SampleColumns, gen: I64, use_chains: bool) -> tuple[I64, I6
     n = len(s)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    kernel = np.isin(s.cpumode, _KERNEL_MODES)
     what = s.chain_id.astype(np.int64) if use_chains else np.zeros(n, dtype=np.int64)
     empty = np.flatnonzero(what == 0)
     if len(empty):
         # (cpumode, ip) pairs of chainless samples get ids after the chains' ids
-        what[empty] = int(len(s.chains)) + _group_ids(s.ip[empty], kernel[empty])
-    owner = _group_ids(s.pid.astype(np.int64), gen.astype(np.int64))
-    span = int(what.max()) + 1
-    if int(owner.max()) < (1 << 62) // span:
-        stack = _group_ids(owner * span + what)
-    else:
-        stack = _group_ids(owner, what)
+        kernel = np.isin(s.cpumode[empty], _KERNEL_MODES)
+        what[empty] = int(len(s.chains)) + _ip_ids(s.ip[empty], kernel)
+    owner = _pair_ids(_dense_ids(s.pid.astype(np.int64)), _dense_ids(gen.astype(np.int64)))
+    stack = _pair_ids(owner, _dense_ids(what))
     reps = np.empty(int(stack.max()) + 1, dtype=np.int64)
     reps[stack] = np.arange(n, dtype=np.int64)  # any sample of a group represents it
     return stack, reps
