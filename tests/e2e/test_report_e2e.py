@@ -74,8 +74,11 @@ def test_json_matches_the_table(shares_capture: Path, profiler_cmd: list[str]) -
         m = re.match(r"^\s+([\d.]+)%\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+\[[k.]\] (.+)$", line)
         if m:
             table[(m.group(4), m.group(5), m.group(6))] = (float(m.group(1)), int(m.group(2)))
-    from_json = {(r["comm"], r["dso"], r["symbol"]): (round(r["self"], 2), r["samples"]) for r in data["rows"]}
-    assert table == from_json and len(table) >= 3
+    from_json = {(r["comm"], r["dso"], r["symbol"]): (r["self"], r["samples"]) for r in data["rows"]}
+    assert table.keys() == from_json.keys() and len(table) >= 3
+    for key, (percent, samples) in table.items():
+        # the table prints two decimals (printf rounding); JSON has the exact value
+        assert abs(percent - from_json[key][0]) <= 0.0051 and samples == from_json[key][1], key
 
 
 def _perf_percentages(text: str) -> dict[str, float]:
