@@ -70,27 +70,8 @@ def cli() -> None:
     """A sampling profiler for Linux: record, report, flame graphs."""
 
 
-def _tune_malloc() -> None:
-    """Give large freed blocks straight back to the kernel.
-
-    glibc raises its mmap threshold dynamically after large blocks are freed, after which the
-    big numpy temporaries of a report come from the heap and stay resident once freed; a fixed
-    threshold (``M_MMAP_THRESHOLD``, mallopt(3)) keeps a report's resident memory near what is
-    live. Harmless where there is no glibc."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    m_mmap_threshold = -3
-    mallopt(m_mmap_threshold, 256 * 1024)
-
-
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI, mapping project errors to one sentence and an exit code."""
-    _tune_malloc()
     try:
         return cli.main(args=argv, prog_name="profiler", standalone_mode=False)
     except click.exceptions.Abort:
