@@ -213,10 +213,10 @@ class _Views:
         start = frame.offset + FRAME_HEADER_SIZE
         end = len(frame.payload)
         first, nwords = start >> 3, end >> 3
-        sizes = self.w16[(first * 4 + 3):((first + nwords) * 4):4].astype(np.int64)
+        sizes = self.w16[(first * 4 + 3):((first + nwords) * 4):4]  # a strided view, no copy
         cand = np.flatnonzero((sizes >= 8) & ((sizes & 7) == 0))
         if end % 8 == 0 and len(cand) and cand[0] == 0:
-            nxt = cand + (sizes[cand] >> 3)
+            nxt = cand + (sizes[cand] >> 3).astype(np.int64)
             if nxt[-1] == nwords and np.array_equal(nxt[:-1], cand[1:]):
                 out: I64 = (cand << 3) + start
                 return out
@@ -398,13 +398,13 @@ class _SampleBuilder:
         def word(name: str, default: int = 0) -> U64:
             if name not in where:
                 return np.full(nk, default, dtype=np.uint64)
-            out: U64 = w64[kbase + where[name]].astype(np.uint64)
+            out: U64 = w64[kbase + where[name]].astype(np.uint64, copy=False)
             return out
 
         def half(name: str, second: bool) -> I32:
             if name not in where:
                 return np.zeros(nk, dtype=np.int32)
-            out: I32 = w32[(kbase + where[name]) * 2 + int(second)].astype(np.uint32).view(np.int32)
+            out: I32 = w32[(kbase + where[name]) * 2 + int(second)].astype(np.uint32, copy=False).view(np.int32)
             return out
 
         p = self.parts
