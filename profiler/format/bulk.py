@@ -41,7 +41,14 @@ U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 
-CHUNK_BYTES = 8 << 20  # frames decoded (and their pages released) this many bytes at a time
+CHUNK_BYTES = 8 << 20
+
+# Callchain context markers as numpy scalars, for whole-array comparisons, and the cpumodes
+# whose samples are kernel addresses.
+CONTEXT_MAX = np.uint64(R.PERF_CONTEXT_MAX)
+CONTEXT_KERNEL = np.uint64(R.PERF_CONTEXT_KERNEL)
+CONTEXT_USER = np.uint64(R.PERF_CONTEXT_USER)
+KERNEL_MODES = (R.PERF_RECORD_MISC_KERNEL, R.PERF_RECORD_MISC_GUEST_KERNEL)  # frames decoded (and their pages released) this many bytes at a time
 
 
 @dataclass

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import socket
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from profiler import __version__
+from profiler.format.header import machine_facts
 from profiler.record.buildid import kernel_build_id, read_build_id
 from profiler.record.synth import read_maps
 
@@ -55,24 +53,19 @@ def perf_clock_ns() -> int:
 def build_header(
     *, target: dict[str, Any], events: list[dict[str, Any]], cmdline: list[str]
 ) -> dict[str, Any]:
-    uname = os.uname()
-    return {
-        "tool_version": __version__,
-        "hostname": socket.gethostname(),
-        "kernel_release": uname.release,
-        "arch": uname.machine,
-        "byte_order": sys.byteorder,
-        "word_size": ctypes.sizeof(ctypes.c_void_p),
-        "nr_cpus": os.cpu_count() or 1,
+    """The capture header: the format's machine facts, with the CPUs that are online now
+    and the recorder's clock, target and events."""
+    header = machine_facts()
+    header.update({
         "online_cpus": online_cpus(),
-        "page_size": os.sysconf("SC_PAGE_SIZE"),
         "cmdline": cmdline,
         "target": target,
         "start_time_ns": time.time_ns(),
         "start_perf_clock_ns": perf_clock_ns(),
         "clockid": time.CLOCK_MONOTONIC,
         "events": events,
-    }
+    })
+    return header
 
 
 def _read_text(path: Path) -> str:

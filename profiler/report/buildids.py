@@ -23,8 +23,15 @@ from typing import Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format import records as R
-from profiler.format.bulk import CaptureData, SampleColumns, load_capture
+from profiler.format.bulk import (
+    CONTEXT_KERNEL,
+    CONTEXT_MAX,
+    CONTEXT_USER,
+    KERNEL_MODES,
+    CaptureData,
+    SampleColumns,
+    load_capture,
+)
 from profiler.format.container import CaptureReader
 from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols
 from profiler.report.maps import Dso
@@ -35,10 +42,6 @@ from profiler.report.sources import KIND_ELF, KIND_JIT, KIND_KERNEL, KIND_VDSO, 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 
-_CONTEXT_MAX = np.uint64(R.PERF_CONTEXT_MAX)
-_CONTEXT_KERNEL = np.uint64(R.PERF_CONTEXT_KERNEL)
-_CONTEXT_USER = np.uint64(R.PERF_CONTEXT_USER)
-_KERNEL_MODES = (R.PERF_RECORD_MISC_KERNEL, R.PERF_RECORD_MISC_GUEST_KERNEL)
 
 
 @dataclass
@@ -88,22 +91,22 @@ def build_ids_of(reader: CaptureReader) -> dict[str, str]:
 def sample_addresses(s: SampleColumns) -> tuple[I64, U64, npt.NDArray[np.bool_]]:
     """Every (sample index, address, kernel?) of ips and callchains, markers dropped."""
     n = len(s)
-    ctx_default = np.where(np.isin(s.cpumode, _KERNEL_MODES), _CONTEXT_KERNEL, _CONTEXT_USER).astype(np.uint64)
+    ctx_default = np.where(np.isin(s.cpumode, KERNEL_MODES), CONTEXT_KERNEL, CONTEXT_USER).astype(np.uint64)
     owner_ip = np.arange(n, dtype=np.int64)
-    kernel_ip = ctx_default == _CONTEXT_KERNEL
+    kernel_ip = ctx_default == CONTEXT_KERNEL
     if "callchain" not in s.has or not len(s) or not int(s.chain_len.sum()):
         return owner_ip, s.ip.astype(np.uint64), kernel_ip
     start, words = s.flat_chains()
     lens = np.diff(start)
     owner = np.repeat(np.arange(n, dtype=np.int64), lens)
-    is_marker = words >= _CONTEXT_MAX
+    is_marker = words >= CONTEXT_MAX
     idx = np.arange(len(words), dtype=np.int64)
     last = np.maximum.accumulate(np.where(is_marker, idx, -1)) if len(words) else idx
     valid = (last >= 0) & (last >= start[:-1][owner])
     ctx = np.where(valid, words[np.maximum(last, 0)], ctx_default[owner])
-    keep = ~is_marker & ((ctx == _CONTEXT_KERNEL) | (ctx == _CONTEXT_USER))
+    keep = ~is_marker & ((ctx == CONTEXT_KERNEL) | (ctx == CONTEXT_USER))
     return (np.concatenate([owner_ip, owner[keep]]), np.concatenate([s.ip, words[keep]]).astype(np.uint64),
-            np.concatenate([kernel_ip, (ctx == _CONTEXT_KERNEL)[keep]]))
+            np.concatenate([kernel_ip, (ctx == CONTEXT_KERNEL)[keep]]))
 
 
 def scan_capture(reader: CaptureReader, data: CaptureData | None = None,

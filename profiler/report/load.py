@@ -31,8 +31,16 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.errors import FormatError, ReportError
-from profiler.format import records as R
-from profiler.format.bulk import CaptureData, SampleColumns, load_capture, ranges
+from profiler.format.bulk import (
+    CONTEXT_KERNEL,
+    CONTEXT_MAX,
+    CONTEXT_USER,
+    KERNEL_MODES,
+    CaptureData,
+    SampleColumns,
+    load_capture,
+    ranges,
+)
 from profiler.format.container import CaptureReader
 from profiler.report.options import Filters, LoadOptions
 from profiler.report.render.model import Frame, StackSample
@@ -44,10 +52,6 @@ I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 Progress = Callable[[str], None]
 
-_CONTEXT_MAX = np.uint64(R.PERF_CONTEXT_MAX)
-_CONTEXT_KERNEL = np.uint64(R.PERF_CONTEXT_KERNEL)
-_CONTEXT_USER = np.uint64(R.PERF_CONTEXT_USER)
-_KERNEL_MODES = (R.PERF_RECORD_MISC_KERNEL, R.PERF_RECORD_MISC_GUEST_KERNEL)
 
 
 @dataclass
@@ -284,7 +288,7 @@ def raw_stacks(s: SampleColumns, use_chains: bool) -> tuple[I64, U64]:
     the distinct stacks only (one representative sample each).
     """
     n = len(s)
-    ctx = np.where(np.isin(s.cpumode, _KERNEL_MODES), _CONTEXT_KERNEL, _CONTEXT_USER).astype(np.uint64)
+    ctx = np.where(np.isin(s.cpumode, KERNEL_MODES), CONTEXT_KERNEL, CONTEXT_USER).astype(np.uint64)
     if use_chains:
         lengths = s.chain_len.astype(np.int64)
         empty = lengths == 0
@@ -368,7 +372,7 @@ def dedupe_stacks(s: SampleColumns, gen: I64, use_chains: bool) -> tuple[I64, I6
     empty = np.flatnonzero(what == 0)
     if len(empty):
         # (cpumode, ip) pairs of chainless samples get ids after the chains' ids
-        kernel = np.isin(s.cpumode[empty], _KERNEL_MODES)
+        kernel = np.isin(s.cpumode[empty], KERNEL_MODES)
         what[empty] = int(len(s.chains)) + _ip_ids(s.ip[empty], kernel)
     owner = _pair_ids(_dense_ids(s.pid.astype(np.int64)), _dense_ids(gen.astype(np.int64)))
     stack = _pair_ids(owner, _dense_ids(what))
@@ -387,14 +391,14 @@ def resolve_stacks(s: SampleColumns, gen: I64, reps: I64, use_chains: bool,
     u = len(reps)
     lens = np.diff(start)
     owner = np.repeat(np.arange(u, dtype=np.int64), lens)
-    is_marker = words >= _CONTEXT_MAX
+    is_marker = words >= CONTEXT_MAX
     idx = np.arange(len(words), dtype=np.int64)
     last_marker = np.maximum.accumulate(np.where(is_marker, idx, -1))
     valid = (last_marker >= start[owner]) & (last_marker >= 0)
-    default_ctx = np.where(np.isin(sub.cpumode, _KERNEL_MODES), _CONTEXT_KERNEL, _CONTEXT_USER)
+    default_ctx = np.where(np.isin(sub.cpumode, KERNEL_MODES), CONTEXT_KERNEL, CONTEXT_USER)
     ctx = np.where(valid, words[np.maximum(last_marker, 0)], default_ctx[owner])
     keep = ~is_marker
-    addr, kernel, owner = words[keep], (ctx == _CONTEXT_KERNEL)[keep], owner[keep]
+    addr, kernel, owner = words[keep], (ctx == CONTEXT_KERNEL)[keep], owner[keep]
     pid = np.where(kernel, -1, sub.pid[owner])
     g = np.where(kernel, -1, gen[reps][owner])
 
