@@ -278,12 +278,34 @@ def test_append_replaces_trailer_and_continues(tmp_path: Path) -> None:
 
 
 def test_append_to_unwritable_capture_leaves_it_unchanged(tmp_path: Path) -> None:
-    path = tmp_path / "c.prof"
+    """Run as an unprivileged user (root writes anything): one sentence, file untouched."""
+    import shutil
+    import subprocess
+    import sys
+
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="profiler-ro-"))  # pytest's own tmp is private to root
+    os.chmod(shared, 0o755)
+    path = shared / "c.prof"
     write_small_capture(path)
+    os.chmod(path, 0o444)
     before = path.read_bytes()
-    os.chmod(path, 0o400)
+    code = ("import sys\nfrom profiler.errors import ProfilerError\n"
+            "from profiler.format.container import CaptureWriter\n"
+            "try:\n    CaptureWriter.append_to(sys.argv[1])\n"
+            "except ProfilerError as exc:\n    print(exc)\n    sys.exit(3)\n")
+    argv = [sys.executable, "-c", code, str(path)]
+    setpriv = shutil.which("setpriv")
     if os.geteuid() == 0:
-        pytest.skip("root can write a read-only file")
-    with pytest.raises(ProfilerError, match="cannot write"):
-        CaptureWriter.append_to(path)
-    assert path.read_bytes() == before
+        if setpriv is None:
+            pytest.skip("root without setpriv cannot test a missing write permission")
+        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd="/")
+    try:
+        assert result.returncode == 3, result.stderr
+        assert result.stdout.strip() == f"cannot write the capture {path}: Permission denied."
+        assert path.read_bytes() == before
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
