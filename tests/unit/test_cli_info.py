@@ -89,3 +89,27 @@ def test_bad_files_one_sentence(tmp_path: Path, setup: str, expect: str) -> None
         assert expect in result.stderr
         assert "Traceback" not in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unreadable_capture_one_sentence() -> None:
+    """No read permission (run as user nobody, since root reads anything)."""
+    import shutil
+    import tempfile
+
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() == 0 and setpriv is None:
+        pytest.skip("root without setpriv cannot test a missing read permission")
+    shared = Path(tempfile.mkdtemp(prefix="profiler-noread-"))
+    os.chmod(shared, 0o755)
+    try:
+        path = shared / "c.prof"
+        write_small_capture(path)  # mode 0600, owned by us
+        argv = [sys.executable, "-m", "profiler", "info", "-i", str(path)]
+        if os.geteuid() == 0:
+            argv = [str(setpriv), "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+        result = subprocess.run(argv, capture_output=True, text=True, cwd="/",
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert result.returncode == 1
+        assert result.stderr.strip() == f"profiler: {path}: permission denied (cannot read it)."
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
