@@ -337,13 +337,24 @@ def _read_words(read_format: int) -> int:
                                           | R.PERF_FORMAT_ID | R.PERF_FORMAT_LOST))
 
 
-class _SampleBuilder:
-    """Accumulates sample columns chunk by chunk."""
+_DTYPES: dict[str, Any] = {
+    "event": np.int16, "ip": np.uint64, "pid": np.int32, "tid": np.int32, "time": np.uint64,
+    "cpu": np.int32, "period": np.uint64, "misc": np.uint16, "seq": np.int64, "chain_id": np.int32,
+}
 
-    def __init__(self, events: EventTable, callchains: bool = True) -> None:
+
+class _SampleBuilder:
+    """Fills sample columns chunk by chunk.
+
+    The columns are allocated once, at their final size (the number of sample records is
+    counted first), so no chunk's pieces are kept and concatenated: peak memory stays the
+    columns plus one chunk's temporaries."""
+
+    def __init__(self, events: EventTable, n: int, callchains: bool = True) -> None:
         self.events = events
         self.callchains = callchains
-        self.parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in SampleColumns._COLUMNS}
+        self.cols: dict[str, npt.NDArray[Any]] = {k: np.empty(n, dtype=t) for k, t in _DTYPES.items()}
+        self.filled = 0
         self.store = _ChainStore()
         self.damaged = 0
         self.has: set[str] = set()
@@ -414,30 +425,25 @@ class _SampleBuilder:
             out: I32 = w32[(kbase + where[name]) * 2 + int(second)].astype(np.uint32, copy=False).view(np.int32)
             return out
 
-        p = self.parts
-        p["event"].append(np.full(nk, ev.index, dtype=np.int16))
-        p["ip"].append(word("ip"))
-        p["pid"].append(half("tid", False))
-        p["tid"].append(half("tid", True))
-        p["time"].append(word("time"))
-        p["cpu"].append(half("cpu", False))
-        p["period"].append(word("period", 1))
-        p["misc"].append(views.w16[(offs[keep] >> 1) + 2].astype(np.uint16))
-        p["seq"].append(seq[keep].astype(np.int64))
+        at = slice(self.filled, self.filled + nk)
+        self.filled += nk
+        c = self.cols
+        c["event"][at] = ev.index
+        c["ip"][at] = word("ip")
+        c["pid"][at] = half("tid", False)
+        c["tid"][at] = half("tid", True)
+        c["time"][at] = word("time")
+        c["cpu"][at] = half("cpu", False)
+        c["period"][at] = word("period", 1)
+        c["misc"][at] = views.w16[(offs[keep] >> 1) + 2]
+        c["seq"][at] = seq[keep]
         if self.callchains:
-            p["chain_id"].append(self.store.add(w64, (cur + 1)[keep].astype(np.int64), lengths[keep]))
+            c["chain_id"][at] = self.store.add(w64, (cur + 1)[keep].astype(np.int64), lengths[keep])
         else:
-            p["chain_id"].append(np.zeros(nk, dtype=np.int32))
+            c["chain_id"][at] = 0
 
     def finish(self) -> SampleColumns:
-        dtypes = {"event": np.int16, "ip": np.uint64, "pid": np.int32, "tid": np.int32,
-                  "time": np.uint64, "cpu": np.int32, "period": np.uint64, "misc": np.uint16,
-                  "seq": np.int64, "chain_id": np.int32}
-        cols: dict[str, Any] = {}
-        for name in SampleColumns._COLUMNS:
-            parts = self.parts.pop(name)
-            cols[name] = np.concatenate(parts) if parts else np.zeros(0, dtype=dtypes[name])
-            del parts
+        cols = {name: column[:self.filled] for name, column in self.cols.items()}
         samples = SampleColumns(chains=self.store.table(), has=frozenset(self.has), **cols)
         if len(samples) > 1 and not (np.diff(samples.seq) > 0).all():
             samples.permute(np.argsort(samples.seq, kind="stable"))  # several events: file order
@@ -468,14 +474,22 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
     frames = [f for f in reader.iter_frames() if f.kind in (FRAME_RAW, FRAME_SYNTH) and len(f.payload)]
     warnings: list[str] = []
     counts: Counter[str] = Counter()
-    builder = _SampleBuilder(events, callchains)
-    others: list[OtherRecord] = []
-    failed = 0
-    next_seq = 0
+    # Pass 1: where the records are, and how many samples (to size the columns once).
+    chunks = []
+    n_samples = 0
     for chunk in _chunks(frames):
         parts = [views.record_offsets(frame, warnings) for frame in chunk]
         offsets = np.concatenate(parts)
         cpus = np.repeat(np.asarray([f.cpu for f in chunk], dtype=np.int64), [len(p) for p in parts])
+        n_samples += int(np.count_nonzero(views.w32[offsets >> 2] == R.PERF_RECORD_SAMPLE))
+        chunks.append((chunk, offsets, cpus))
+        _release(reader, chunk)
+    # Pass 2: decode.
+    builder = _SampleBuilder(events, n_samples, callchains)
+    others: list[OtherRecord] = []
+    failed = 0
+    next_seq = 0
+    for chunk, offsets, cpus in chunks:
         types = views.w32[offsets >> 2].astype(np.int64)
         sizes = views.w16[(offsets >> 1) + 3].astype(np.int64)
         seq = np.arange(next_seq, next_seq + len(offsets), dtype=np.int64)
@@ -487,8 +501,8 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
         builder.add(views, offsets[is_sample], sizes[is_sample], seq[is_sample])
         failed += _decode_others(views, events, offsets, sizes, types, cpus, seq,
                                  np.flatnonzero(~is_sample), others)
-        first, last = chunk[0], chunk[-1]
-        reader.release(first.offset, last.offset + FRAME_HEADER_SIZE + len(last.payload) - first.offset)
+        _release(reader, chunk)
+    del chunks
     samples = builder.finish()
     if builder.damaged:
         warnings.append(f"{builder.damaged} damaged samples (callchain longer than the record) "
@@ -498,6 +512,11 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
     others_sorted, others_before = _order(samples, others)
     return CaptureData(header, events, samples, others_sorted, others_before, counts,
                        warnings, builder.damaged)
+
+
+def _release(reader: CaptureReader, chunk: list[Frame]) -> None:
+    first, last = chunk[0], chunk[-1]
+    reader.release(first.offset, last.offset + FRAME_HEADER_SIZE + len(last.payload) - first.offset)
 
 
 def _decode_others(views: _Views, events: EventTable, offsets: I64, sizes: I64, types: I64,

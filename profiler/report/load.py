@@ -368,12 +368,15 @@ def dedupe_stacks(s: SampleColumns, gen: I64, use_chains: bool) -> tuple[I64, I6
     n = len(s)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    what = s.chain_id.astype(np.int64) if use_chains else np.zeros(n, dtype=np.int64)
-    empty = np.flatnonzero(what == 0)
-    if len(empty):
-        # (cpumode, ip) pairs of chainless samples get ids after the chains' ids
-        kernel = np.isin(s.cpumode[empty], KERNEL_MODES)
-        what[empty] = int(len(s.chains)) + _ip_ids(s.ip[empty], kernel)
+    # (cpumode, ip) pairs of chainless samples get ids after the chains' ids
+    if not use_chains or not s.chain_id.any():
+        what = int(len(s.chains)) + _ip_ids(s.ip, np.isin(s.cpumode, KERNEL_MODES))
+    else:
+        what = s.chain_id.astype(np.int64)
+        empty = np.flatnonzero(what == 0)
+        if len(empty):
+            kernel = np.isin(s.cpumode[empty], KERNEL_MODES)
+            what[empty] = int(len(s.chains)) + _ip_ids(s.ip[empty], kernel)
     owner = _pair_ids(_dense_ids(s.pid.astype(np.int64)), _dense_ids(gen.astype(np.int64)))
     stack = _pair_ids(owner, _dense_ids(what))
     reps = np.empty(int(stack.max()) + 1, dtype=np.int64)
