@@ -7,9 +7,10 @@ from typing import Any, TypeVar
 
 import click
 
+from profiler.format.container import DEFAULT_CAPTURE
+
 F = TypeVar("F", bound=Callable[..., Any])
 
-DEFAULT_CAPTURE = "profile.prof"
 
 
 def input_option(func: F) -> F:

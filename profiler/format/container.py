@@ -40,6 +40,7 @@ from profiler.errors import (
 )
 
 MAGIC = b"\x7fPROFCAP"
+DEFAULT_CAPTURE = "profile.prof"  # what `profiler record` writes and every reader opens by default
 FORMAT_MAJOR = 1
 FORMAT_MINOR = 0
 
@@ -332,6 +333,7 @@ class CaptureReader:
         self.version = version
         self._frames_start = frames_start
         self._scan: ScanResult | None = None
+        self._meta: list[tuple[str, dict[str, Any]]] | None = None
 
     # -- opening --
     @classmethod
@@ -374,18 +376,23 @@ class CaptureReader:
 
     def metadata(self, kind: str) -> list[dict[str, Any]]:
         """Payloads of every META frame of ``kind``, in file order."""
-        out = []
-        for frame in self.iter_frames():
-            if frame.kind == FRAME_META:
-                k, data = frame.meta()
-                if k == kind:
-                    out.append(data)
+        return [data for k, data in self.iter_metadata() if k == kind]
+
+    def build_ids(self) -> dict[str, str]:
+        """path -> build-id (hex) from the capture's ``buildids`` metadata."""
+        out: dict[str, str] = {}
+        for meta in self.metadata("buildids"):
+            for entry in meta.get("entries") or []:
+                if isinstance(entry, dict) and entry.get("path") and entry.get("build_id"):
+                    out[str(entry["path"])] = str(entry["build_id"])
         return out
 
     def iter_metadata(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        for frame in self.iter_frames():
-            if frame.kind == FRAME_META:
-                yield frame.meta()
+        """(kind, payload) of every META frame, in file order. Decoded (and inflated) once:
+        readers ask for several kinds, and a kallsyms snapshot is megabytes of zlib."""
+        if self._meta is None:
+            self._meta = [f.meta() for f in self.iter_frames() if f.kind == FRAME_META]
+        yield from self._meta
 
     # -- records --
     def iter_records(self) -> Iterator[Any]:

@@ -68,7 +68,7 @@ class CaptureSummary:
 
 
 def summarize(reader: CaptureReader) -> CaptureSummary:
-    data = load_capture(reader)
+    data = load_capture(reader, callchains=False)  # counts and times only
     summary = CaptureSummary(
         path=str(reader.path), size=reader.size, version=reader.version, header=reader.header,
         clean_end=reader.clean_end, record_counts=data.counts, samples=len(data.samples),

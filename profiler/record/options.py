@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from profiler.errors import UsageError
+from profiler.format.container import DEFAULT_CAPTURE
 
 DEFAULT_FREQ = 4000  # perf's default; the docs say that higher rates slow the target
 DEFAULT_DATA_PAGES = 128  # 512 KiB per CPU with 4 KiB pages, like perf; 1 control page on top
-DEFAULT_OUTPUT = "profile.prof"
+DEFAULT_OUTPUT = DEFAULT_CAPTURE
 MAX_SAMPLE_RATE = Path("/proc/sys/kernel/perf_event_max_sample_rate")
 
 

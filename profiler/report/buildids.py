@@ -43,7 +43,6 @@ U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 
 
-
 @dataclass
 class DsoUse:
     """One DSO of the capture and the addresses its samples hit.
@@ -78,15 +77,6 @@ class CaptureDsos:
         return [d for d in self.dsos if d.samples > 0]
 
 
-def build_ids_of(reader: CaptureReader) -> dict[str, str]:
-    """path -> build-id from the capture's ``buildids`` metadata."""
-    out: dict[str, str] = {}
-    for meta in reader.metadata("buildids"):
-        for entry in meta.get("entries") or []:
-            if isinstance(entry, dict) and entry.get("path") and entry.get("build_id"):
-                out[str(entry["path"])] = str(entry["build_id"])
-    return out
-
 
 def sample_addresses(s: SampleColumns) -> tuple[I64, U64, npt.NDArray[np.bool_]]:
     """Every (sample index, address, kernel?) of ips and callchains, markers dropped."""
@@ -114,7 +104,7 @@ def scan_capture(reader: CaptureReader, data: CaptureData | None = None,
     """Every DSO of the capture with the samples and addresses that hit it."""
     data = data if data is not None else load_capture(reader)
     s = data.samples
-    rep = replay(data.others, data.others_before, s.pid, s.tid, build_ids_of(reader))
+    rep = replay(data.others, data.others_before, s.pid, s.tid, reader.build_ids())
     owner, addr, kernel = sample_addresses(s)
     uses: dict[tuple[str, str, Any], DsoUse] = {}
     hits: list[tuple[I64, tuple[str, str, Any]]] = []  # (sample indices, key)

@@ -183,7 +183,7 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
     ev_index = select_event(names, event or options.filters.event)
 
     say("replaying")
-    build_ids = _build_ids(reader)
+    build_ids = reader.build_ids()
     rep = replay(data.others, data.others_before, data.samples.pid, data.samples.tid, build_ids)
     s = data.samples
     of_event = s.event == ev_index
@@ -226,15 +226,6 @@ def select_event(names: list[str], wanted: str | None) -> int:
         if name.split(":", 1)[0] == wanted.split(":", 1)[0]:
             return i
     raise ReportError(f"the capture has no event {wanted!r}: it has {', '.join(names)}.")
-
-
-def _build_ids(reader: CaptureReader) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for meta in reader.metadata("buildids"):
-        for entry in meta.get("entries") or []:
-            if isinstance(entry, dict) and entry.get("path") and entry.get("build_id"):
-                out[str(entry["path"])] = str(entry["build_id"])
-    return out
 
 
 def _resolver(reader: CaptureReader, rep: ReplayResult, options: LoadOptions) -> SymbolResolver:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from profiler.errors import UsageError
+from profiler.format.container import DEFAULT_CAPTURE
 
 SORT_KEYS: tuple[str, ...] = ("pid", "tid", "comm", "dso", "sym", "cpu")
 DEFAULT_SORT: tuple[str, ...] = ("comm", "dso", "sym")
@@ -36,7 +37,7 @@ class Filters:
 class LoadOptions:
     """How a capture is turned into resolved stacks (shared by report, script, flamegraph...)."""
 
-    input: str = "profile.prof"  # profiler record's default output
+    input: str = DEFAULT_CAPTURE
     filters: Filters = field(default_factory=Filters)
     demangle: bool = True
     debug_dirs: tuple[str, ...] | None = None  # None: the system's (/usr/lib/debug)
