@@ -47,7 +47,7 @@ class LazyGroup(click.Group):
             if exc.name == f"profiler.commands.{entry[0]}":
                 return _not_built(cmd_name, entry[1])
             raise
-        command = getattr(module, "command")
+        command = module.command
         assert isinstance(command, click.Command)
         return command
 

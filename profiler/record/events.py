@@ -100,10 +100,6 @@ class EventSpec:
     exclude_kernel: bool = False
     precise_ip: int = 0
 
-    @property
-    def is_hardware(self) -> bool:
-        return self.type in (PERF_TYPE_HARDWARE, PERF_TYPE_HW_CACHE, PERF_TYPE_RAW)
-
 
 def hw_cache_events() -> dict[str, int]:
     """Every ``<cache>-<op>s`` / ``<cache>-<op>-misses`` name perf accepts, with its config."""

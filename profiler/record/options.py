@@ -37,11 +37,6 @@ class RecordOptions:
     inherit: bool = True
     cmdline: tuple[str, ...] = ()
 
-    @property
-    def per_task(self) -> bool:
-        """Events follow tasks (command, -p, -t) rather than watching whole CPUs."""
-        return not self.system_wide
-
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""
         targets = [bool(self.command), bool(self.pids), bool(self.tids), self.system_wide]

@@ -12,7 +12,6 @@ trailer included, time 0) so the reader decodes them like kernel records.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,16 +185,4 @@ def encode_all(records: Iterable[R.Record], layout: R.SampleLayout) -> bytes:
     return b"".join(R.encode(rec, layout) for rec in records)
 
 
-def host_byte_order() -> str:
-    return sys.byteorder
-
-
-def mapped_files(pids: Iterable[int], proc: Path = PROC) -> set[str]:
-    """Every file-backed executable mapping of the given processes."""
-    out: set[str] = set()
-    for pid in pids:
-        for entry in read_maps(pid, proc):
-            if entry.executable and entry.path.startswith("/"):
-                out.add(entry.path)
-    return out
 

@@ -21,9 +21,6 @@ I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 
 SAMPLE_KEYS = ("pid", "tid", "comm", "cpu")
-FRAME_KEYS = ("dso", "sym")
-
-
 @dataclass(frozen=True)
 class FlatRow:
     """One line of the flat profile. Fields of sort keys not in use are None."""
