@@ -9,7 +9,7 @@ PROFILER := $(VENV)/bin/profiler
 OUT    ?= out
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv fixtures browser-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab clean
+.PHONY: demo test venv fixtures browser-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names clean
 
 venv: $(STAMP)
 
@@ -44,7 +44,7 @@ test: venv browser-deps
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive
+bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names
 
 bench-decode: venv
 	$(PY) benchmarks/bench_decode.py
@@ -60,6 +60,9 @@ bench-flamegraph: venv
 
 bench-symtab: venv
 	$(PY) benchmarks/bench_symtab.py
+
+bench-names: venv
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_names.py
 
 bench-archive: venv fixtures
 	$(PY) benchmarks/bench_archive.py

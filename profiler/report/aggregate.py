@@ -38,6 +38,7 @@ class FlatRow:
     symbol: str | None = None  # display text: name, or hex address when unresolved
     kernel: bool = False  # [k] rather than [.]
     frame: int = -1  # frame id when sorting by sym
+    unnamed: bool = False  # a function without a symbol, named DSO+0xSTART (see report/unnamed.py)
 
 
 @dataclass
@@ -192,7 +193,7 @@ def _row(profile: Profile, sort: tuple[str, ...], attr_names: list[str],
             fields[k] = int(vals[k])
     if "sym" in sort:
         fr = profile.frames[fk]
-        fields.update(symbol=fr.label(profile.demangle), kernel=fr.is_kernel, frame=fk)
+        fields.update(symbol=fr.label(profile.demangle), kernel=fr.is_kernel, frame=fk, unnamed=fr.unnamed)
         if "dso" in sort:
             fields.update(dso=fr.dso, dso_path=fr.dso_path)
     elif "dso" in sort:

@@ -14,6 +14,7 @@ non-PIE executables (where it yields ``ip`` itself) and prelinked libraries alik
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 from collections.abc import Mapping, Sequence
@@ -164,11 +165,14 @@ class ElfFile:
     everything at once and caches the result).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], data: bytes | None = None) -> None:
+        """Read the headers of the file at ``path``, or of ``data`` (an ELF image in memory,
+        such as a decompressed ``.gnu_debugdata``; ``path`` then only names it)."""
         self.path = Path(path)
+        self._data = data
         try:
-            with open(self.path, "rb") as stream:
-                self.file_size = os.fstat(stream.fileno()).st_size
+            with self._open() as stream:
+                self.file_size = len(data) if data is not None else os.fstat(stream.fileno()).st_size
                 if stream.read(4) != ELF_MAGIC:
                     raise ElfError(f"{self.path} is not an ELF file")
                 stream.seek(0)
@@ -223,9 +227,12 @@ class ElfFile:
             raise ElfError(f"{self.path} is truncated: section {sec.name or sec.index} runs past the end of the file")
         return self._read(sec.sh_offset, sec.sh_size)
 
+    def _open(self) -> IO[bytes]:
+        return io.BytesIO(self._data) if self._data is not None else open(self.path, "rb")
+
     def _read(self, offset: int, size: int) -> bytes:
         try:
-            with open(self.path, "rb") as stream:
+            with self._open() as stream:
                 stream.seek(offset)
                 data = stream.read(size)
         except OSError as exc:

@@ -34,6 +34,7 @@ from profiler.report.maps import Dso, DsoTable, MapSnapshot
 from profiler.report.perfmap import parse_perf_map, perf_map_path
 from profiler.report.symbols import DsoSymbols, SymbolStatus
 from profiler.report.symtab import SymbolTable
+from profiler.report.unnamed import is_unnamed
 
 if TYPE_CHECKING:
     from profiler.report.sources import SymbolSources
@@ -66,6 +67,11 @@ class FrameInfo:
     @property
     def is_kernel(self) -> bool:
         return self.kind == "kernel"
+
+    @property
+    def unnamed(self) -> bool:
+        """A function found without a symbol (from ``.eh_frame``), named ``DSO+0xSTART``."""
+        return is_unnamed(self.symbol, self.dso)
 
     def name(self, demangled: bool = True) -> str:
         """The symbol's display name; ``[unknown]`` when unresolved."""

@@ -24,7 +24,9 @@ import numpy.typing as npt
 
 from profiler.report.debugfile import DEFAULT_DEBUG_DIRS, find_debug_file
 from profiler.report.elf import ElfError, ElfFile, ElfLayout
+from profiler.report.minidebuginfo import read_gnu_debugdata
 from profiler.report.symtab import IntArray, SymbolCandidates, SymbolTable, UIntArray
+from profiler.report.unnamed import fde_bounds, gap_candidates
 
 
 class SymbolStatus(enum.Enum):
@@ -174,13 +176,42 @@ def _with_symbols(runtime: ElfFile, debug_dirs: Sequence[str], search: bool) -> 
         table = SymbolTable.build(cand).shifted(_prelink_delta(runtime, debug))
         source = "debug file"
     else:
-        table = runtime.symbol_table()
-        source = ".symtab" if runtime.has_symtab else ".dynsym"
+        table, source = _runtime_symbols(runtime)
     if len(table) == 0:
         message = f"{runtime.path} has no function symbols"
         return DsoSymbols(runtime.path, SymbolStatus.NO_SYMBOLS, message, table, runtime.layout)
     debug_path = None if debug is None else debug.path
     return DsoSymbols(runtime.path, SymbolStatus.OK, "", table, runtime.layout, debug_path, source)
+
+
+def _runtime_symbols(runtime: ElfFile) -> tuple[SymbolTable, str]:
+    """The runtime file's own symbols: ``.symtab``, else ``.dynsym`` plus MiniDebugInfo;
+    then unnamed functions from ``.eh_frame`` wherever those leave a gap."""
+    cand = runtime.symbol_candidates()
+    sources = [".symtab" if runtime.has_symtab else ".dynsym"]
+    if not runtime.has_symtab:
+        mini = _minidebuginfo(runtime)
+        if mini is not None:
+            cand = SymbolCandidates.concat([cand, mini.symbol_candidates(include_plt=False)])
+            sources.append(".gnu_debugdata")
+    table = SymbolTable.build(cand)
+    try:
+        fill = gap_candidates(table, fde_bounds(runtime), runtime.path.name)
+    except ElfError:
+        fill = SymbolCandidates.from_names([], [], [])
+    if len(fill):
+        table = SymbolTable.build(SymbolCandidates.concat([cand, fill]))
+        sources.append(".eh_frame")
+    return table, "+".join(sources)
+
+
+def _minidebuginfo(runtime: ElfFile) -> ElfFile | None:
+    """The MiniDebugInfo ELF when it is there, readable and has a ``.symtab``."""
+    try:
+        mini = read_gnu_debugdata(runtime)
+    except ElfError:
+        return None
+    return mini if mini is not None and mini.has_symtab else None
 
 
 def _open_debug_file(runtime: ElfFile, debug_dirs: Sequence[str]) -> ElfFile | None:

@@ -7,6 +7,7 @@ Shape (stable; documented in docs/report.md)::
      "rows": [{"children": float | null, "self": float, "samples": int, "period": int,
                "children_samples": int | null, "children_period": int | null,
                <one field per sort key: "comm", "pid", "tid", "cpu", "dso", "symbol">,
+               "unnamed": bool (with "symbol": a function without a symbol, DSO+0xSTART),
                "kernel": bool, "callgraph": [node, ...]   (only with a call graph)}, ...]}
 
 Percentages are of ``total_period``, rounded to 4 decimals; ``samples``/``period`` are the
@@ -40,6 +41,7 @@ def row_dict(flat: FlatProfile, row: FlatRow) -> dict[str, Any]:
     for key in flat.sort:
         if key == "sym":
             out["symbol"] = row.symbol
+            out["unnamed"] = row.unnamed
         else:
             out[key] = getattr(row, key)
     out["kernel"] = row.kernel
