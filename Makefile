@@ -9,7 +9,7 @@ PROFILER := $(VENV)/bin/profiler
 OUT    ?= out
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv fixtures browser-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names clean
+.PHONY: demo test venv fixtures browser-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle clean
 
 venv: $(STAMP)
 
@@ -44,7 +44,7 @@ test: venv browser-deps
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names
+bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle
 
 bench-decode: venv
 	$(PY) benchmarks/bench_decode.py
@@ -63,6 +63,9 @@ bench-symtab: venv
 
 bench-names: venv
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_names.py
+
+bench-demangle: venv
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_demangle.py
 
 bench-archive: venv fixtures
 	$(PY) benchmarks/bench_archive.py

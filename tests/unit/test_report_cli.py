@@ -131,9 +131,7 @@ def test_demangling_and_no_demangle(tmp_path: Path, capsys: pytest.CaptureFixtur
     recs = [comm(100, 100, "app", 1), kernel_sample(("k_leaf_a", "k_root"), 1000)]
     path = str(write_capture(tmp_path / "m.prof", recs, kallsyms=text))
     _, out, _ = run(capsys, "report", "-i", path, "--no-children", "-g", "none")
-    from profiler.report.demangle import cxx_demangler_available
-    if cxx_demangler_available():
-        assert "[k] ns::Class::Class()" in out
+    assert "[k] ns::Class::Class()" in out
     _, out, _ = run(capsys, "report", "-i", path, "--no-children", "-g", "none", "--no-demangle")
     assert "[k] _ZN2ns5ClassC2Ev" in out
 
