@@ -9,7 +9,7 @@ PROFILER := $(VENV)/bin/profiler
 OUT    ?= out
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv fixtures browser-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle clean
+.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle clean
 
 venv: $(STAMP)
 
@@ -29,6 +29,16 @@ browser-deps:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# A real debuginfod server for the debuginfod client's tests (Debian package, from elfutils).
+debuginfod-deps:
+	@command -v debuginfod >/dev/null 2>&1 || { \
+	  echo "installing debuginfod (Debian package) for the debuginfod tests"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  for try in 1 2 3 4 5 6 7 8 9 10; do \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq debuginfod >/dev/null \
+	      && break; echo "apt-get is busy (try $$try), retrying"; sleep 6; done; \
+	  command -v debuginfod >/dev/null; }
+
 demo: venv fixtures
 	@mkdir -p $(OUT)
 	$(PROFILER) record -g -o $(OUT)/demo.prof -- $(OUT)/fixtures/workloads/shares
@@ -38,7 +48,7 @@ demo: venv fixtures
 	@echo
 	@echo "flame graph: $(CURDIR)/$(OUT)/demo-flamegraph.html (open it in any browser, offline)"
 
-test: venv browser-deps
+test: venv browser-deps debuginfod-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 typecheck: venv

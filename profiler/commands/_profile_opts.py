@@ -39,10 +39,14 @@ _OPTIONS: list[Callable[[F], F]] = [
                  help="Where to look for separate debug files by build-id (repeatable; default /usr/lib/debug)."),
     click.option("--kallsyms", metavar="FILE",
                  help="Kernel symbols from this kallsyms file instead of the capture's snapshot."),
+    click.option("--debuginfod", metavar="URLS",
+                 help="debuginfod servers (space-separated) for missing debug files; default $DEBUGINFOD_URLS, '' for none."),
+    click.option("--offline", is_flag=True,
+                 help="Never use the network: debug files only from the debuginfod cache."),
 ]
 
 _NAMES = ("input_", "comm", "pid", "tid", "cpu", "dso", "symbol", "time_", "event", "no_demangle",
-          "symfs", "debug_dir", "kallsyms")
+          "symfs", "debug_dir", "kallsyms", "debuginfod", "offline")
 
 
 def profile_options(func: F) -> F:
@@ -61,7 +65,8 @@ def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None 
                           tid: str | None = None, cpu: str | None = None, dso: str | None = None,
                           symbol: str | None = None, time_: str | None = None, event: str | None = None,
                           no_demangle: bool = False, symfs: str | None = None,
-                          debug_dir: tuple[str, ...] = (), kallsyms: str | None = None) -> LoadOptions:
+                          debug_dir: tuple[str, ...] = (), kallsyms: str | None = None,
+                          debuginfod: str | None = None, offline: bool = False) -> LoadOptions:
     """LoadOptions from the options' text; UsageError (one sentence, exit 2) for bad values."""
     filters = Filters(
         comms=parse_str_list(comm) if comm else (),
@@ -80,4 +85,5 @@ def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None 
         what = "is not a file" if os.path.exists(kallsyms) else "does not exist"
         raise UsageError(f"--kallsyms {kallsyms} {what}: it must name a copy of /proc/kallsyms.")
     return LoadOptions(input=input_, filters=filters, demangle=not no_demangle,
-                       debug_dirs=tuple(debug_dir) if debug_dir else None, symfs=symfs, kallsyms=kallsyms)
+                       debug_dirs=tuple(debug_dir) if debug_dir else None, symfs=symfs, kallsyms=kallsyms,
+                       debuginfod=debuginfod, offline=offline)

@@ -8,6 +8,7 @@ import click
 
 from profiler.commands._common import input_option
 from profiler.report.archive import archive_capture, render_result
+from profiler.report.debuginfod import DebuginfodClient
 
 
 @click.command("archive")
@@ -23,12 +24,16 @@ from profiler.report.archive import archive_capture, render_result
               help="Debug directory searched by build-id (repeatable; default /usr/lib/debug).")
 @click.option("--kallsyms", "kallsyms_path", default=None, metavar="FILE",
               help="Kernel symbols from this kallsyms file instead of the capture's snapshot.")
+@click.option("--debuginfod", metavar="URLS",
+              help="debuginfod servers (space-separated) for missing debug files; default $DEBUGINFOD_URLS.")
+@click.option("--offline", is_flag=True, help="Never use the network: only the debuginfod cache.")
 def command(input_path: str, output: str | None, strip_paths: bool, all_symbols: bool, symfs: str | None,
-            debug_dirs: tuple[str, ...], kallsyms_path: str | None) -> None:
+            debug_dirs: tuple[str, ...], kallsyms_path: str | None, debuginfod: str | None, offline: bool) -> None:
     """Pack the symbols of every sampled DSO (symbol tables, load segments, build-id; not
     whole binaries) into the capture, so it can be reported on another machine. Re-running
     it only adds what is missing."""
     result = archive_capture(input_path, output=output, strip_paths=strip_paths, symfs=symfs,
                              debug_dirs=debug_dirs or None, kallsyms_path=kallsyms_path,
-                             all_symbols=all_symbols)
+                             all_symbols=all_symbols,
+                             debuginfod=DebuginfodClient.from_options(debuginfod, offline))
     render_result(result, sys.stdout)

@@ -44,6 +44,7 @@ from profiler.errors import ProfilerError, UsageError
 from profiler.format.bulk import load_capture
 from profiler.format.container import CaptureReader, CaptureWriter
 from profiler.report.buildids import DsoUse, scan_capture
+from profiler.report.debuginfod import DebuginfodClient
 from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols
 from profiler.report.sources import (
     KIND_ELF,
@@ -110,6 +111,7 @@ def archive_capture(
     kallsyms_path: str | os.PathLike[str] | None = None,
     perf_map_dir: str | os.PathLike[str] = "/tmp",
     all_symbols: bool = False,
+    debuginfod: DebuginfodClient | None = None,
 ) -> ArchiveResult:
     """Pack the symbols of every sampled DSO into the capture at ``path`` (or a copy at ``output``).
 
@@ -129,8 +131,9 @@ def archive_capture(
     try:
         existing = SymbolSources(reader)
         finder = SymbolSources(reader, symfs=symfs, debug_dirs=debug_dirs, kallsyms_path=kallsyms_path,
-                               perf_map_dir=perf_map_dir, use_packed=False)
+                               perf_map_dir=perf_map_dir, use_packed=False, debuginfod=debuginfod)
         found = scan_capture(reader, load_capture(reader), lambda: finder.kernel()[0])
+        finder.prefetch((u.path, u.build_id) for u in found.hit() if u.kind == KIND_ELF)
         plan = plan_archive(found.hit(), existing, finder, all_symbols)
         result = ArchiveResult(src, out, plan.packed, plan.already, plan.not_found,
                                bytes_before=reader.size, bytes_after=reader.size, stripped=strip_paths)

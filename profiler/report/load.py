@@ -46,6 +46,7 @@ from profiler.report.options import Filters, LoadOptions
 from profiler.report.render.model import Frame, StackSample
 from profiler.report.replay import ReplayResult, replay
 from profiler.report.resolve import FrameInfo, FrameTable, SymbolResolver
+from profiler.report.debuginfod import DebuginfodClient
 from profiler.report.sources import ChainSource, SymbolSources
 
 I64 = npt.NDArray[np.int64]
@@ -234,7 +235,8 @@ def _resolver(reader: CaptureReader, rep: ReplayResult, options: LoadOptions) ->
     matches; ``--kallsyms``, packed kernel symbols, the capture's kallsyms snapshot; the
     vdso image of the capture; JIT maps packed or in ``perf-PID.map``."""
     chain = SymbolSources(reader, symfs=options.symfs, debug_dirs=options.debug_dirs,
-                          kallsyms_path=options.kallsyms, perf_map_dir=options.perf_map_dir)
+                          kallsyms_path=options.kallsyms, perf_map_dir=options.perf_map_dir,
+                          debuginfod=DebuginfodClient.from_options(options.debuginfod, options.offline))
     kernel, _, note = chain.kernel()
     return SymbolResolver(
         dsos=rep.dsos, snapshots=rep.snapshots, sources=[ChainSource(chain)], chain=chain,

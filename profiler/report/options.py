@@ -45,6 +45,8 @@ class LoadOptions:
     kallsyms: str | None = None  # kernel symbols from this file instead of the capture's
     perf_map_dir: str = "/tmp"
     callchains: bool = True  # False: only the sampled ip, even when callchains were recorded
+    debuginfod: str | None = None  # server URLs (whitespace-separated); None: $DEBUGINFOD_URLS
+    offline: bool = False  # never use the network: debuginfod answers only from its cache
 
 
 @dataclass(frozen=True)

@@ -245,6 +245,11 @@ class SymbolResolver:
             d, o = self.snapshots[g].lookup_many(addr[sel])
             dso[sel], offset[sel] = d, o
         out = Resolved.empty(n)
+        used = [d for d in np.unique(dso).tolist() if d >= 0 and not self.dsos[d].is_anon]
+        if self.chain is not None:  # one parallel round of debuginfod fetches, if any
+            self.chain.prefetch((self.dsos[d].path, self.dsos[d].build_id) for d in used
+                                if d not in self._loaded)
+            self._take_chain_warnings()
         for d in np.unique(dso).tolist():
             sel = np.flatnonzero(dso == d)
             if d < 0 or self.dsos[d].is_anon:

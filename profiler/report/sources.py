@@ -11,6 +11,9 @@ this order, and the first that has the symbols wins:
    (``--debug-dir``, default ``/usr/lib/debug``), whose build-id must match too;
 4. ``local``     — the file at the recorded path on this machine, ONLY when its build-id
    matches (its separate debug file is then looked for in the debug directories);
+   ``debuginfod``  — when steps 2-4 found no full symbols (only ``.dynsym``, or no file) and
+   a :class:`DebuginfodClient` is given: the debug file a server has for the build-id
+   (:meth:`SymbolSources.prefetch` fetches those of many DSOs in parallel first);
 5. otherwise ``mismatch`` (a file was found but it is not the recorded one: one warning
    naming it, its frames ``[unknown]`` with their offset) or ``missing``.
 
@@ -49,6 +52,7 @@ from typing import Any
 from profiler.errors import FormatError, ReportError
 from profiler.format.container import CaptureReader
 from profiler.report.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
+from profiler.report.debuginfod import DebuginfodClient
 from profiler.report.elf import ElfError, ElfFile, ElfLayout, LoadSegment
 from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols, load_kallsyms
 from profiler.report.perfmap import parse_perf_map, perf_map_path
@@ -63,7 +67,10 @@ from profiler.report.symtab import SymbolTable
 
 PACKED, SYMFS, DEBUG_DIR, LOCAL, MISMATCH, MISSING = "packed", "symfs", "debug-dir", "local", "mismatch", "missing"
 KALLSYMS_FILE = "kallsyms-file"
-LABELS = (PACKED, SYMFS, DEBUG_DIR, LOCAL, MISMATCH, MISSING, KALLSYMS_FILE)
+DEBUGINFOD = "debuginfod"
+LABELS = (PACKED, SYMFS, DEBUG_DIR, DEBUGINFOD, LOCAL, MISMATCH, MISSING, KALLSYMS_FILE)
+#: DsoSymbols.source values that mean "full symbols": no need to ask a debuginfod server.
+_FULL_SOURCES = ("debug file", ".symtab")
 
 VDSO = "[vdso]"
 SYMBOLS_META = "symbols"  # metadata kind written by ``profiler archive``
@@ -143,6 +150,7 @@ class SymbolSources:
         perf_map_dir: str | os.PathLike[str] = "/tmp",
         use_packed: bool = True,
         local_kallsyms: str | os.PathLike[str] = "/proc/kallsyms",
+        debuginfod: DebuginfodClient | None = None,
     ) -> None:
         if isinstance(capture, CaptureReader):
             metadata: Metadata = metadata_of(capture, SOURCE_KINDS)
@@ -158,6 +166,8 @@ class SymbolSources:
         self.warnings.extend(bad)
         self._packed: dict[str, PackedEntry] = {e.key: e for e in entries}
         self._metadata = metadata
+        self.debuginfod = debuginfod
+        self._without_debuginfod: dict[tuple[str, str | None], tuple[DsoSymbols, str]] = {}
         self._dso_cache: dict[tuple[str, str | None], tuple[DsoSymbols, str]] = {}
         self._jit_cache: dict[int, tuple[SymbolTable | None, str]] = {}
         self._kernel: tuple[KernelSymbols | None, str, str] | None = None
@@ -201,6 +211,48 @@ class SymbolSources:
         return cached
 
     def _elf(self, path: str, bid: str | None) -> tuple[DsoSymbols, str]:
+        found = self._elf_here(path, bid)
+        if self.debuginfod is None or not bid or _complete(*found):
+            return found
+        debug = self.debuginfod.fetch(bid)
+        self._take_debuginfod_warnings()
+        if debug is None:
+            return found
+        syms = load_dso_symbols(debug, bid, (), search_debug_files=False)
+        if not syms.ok:
+            return found
+        return self._with_runtime_layout(syms, path, bid), DEBUGINFOD
+
+    def prefetch(self, dsos: Iterable[tuple[str, str | bytes | None]]) -> None:
+        """Fetch, in parallel, the debug files a debuginfod server should provide for these
+        (path, build-id) pairs: those with no full symbols on this machine."""
+        if self.debuginfod is None:
+            return
+        wanted = []
+        for path, build_id in dsos:
+            bid = normalize_build_id(build_id)
+            if bid and path != VDSO and not _complete(*self._elf_here(path, bid)):
+                wanted.append(bid)
+        if wanted:
+            self.debuginfod.fetch_all(wanted)
+            self._take_debuginfod_warnings()
+
+    def _take_debuginfod_warnings(self) -> None:
+        if self.debuginfod is not None:
+            for note in self.debuginfod.warnings:
+                if note not in self.warnings:
+                    self.warnings.append(note)
+
+    def _elf_here(self, path: str, bid: str | None) -> tuple[DsoSymbols, str]:
+        """The chain without debuginfod (cached): packed, symfs, debug dirs, local."""
+        key = (path, bid)
+        found = self._without_debuginfod.get(key)
+        if found is None:
+            found = self._elf_chain(path, bid)
+            self._without_debuginfod[key] = found
+        return found
+
+    def _elf_chain(self, path: str, bid: str | None) -> tuple[DsoSymbols, str]:
         entry = self.packed(KIND_ELF, path, bid)
         got = None if entry is None else self._packed_symbols(entry)
         if got is not None:
@@ -422,6 +474,16 @@ def running_kernel_build_id(notes: Path = SYS_KERNEL_NOTES) -> str | None:
     except OSError:
         return None
     return parse_build_id_note(data, sys.byteorder == "little")
+
+
+def _complete(syms: DsoSymbols, label: str) -> bool:
+    """True when the chain found full symbols (a debug file, a ``.symtab``, packed ones),
+    or found a file that is not the recorded one (nothing is fetched for a mismatch)."""
+    if label == MISMATCH:
+        return True
+    if label in (PACKED, DEBUG_DIR) and syms.ok:
+        return True
+    return syms.ok and syms.source.startswith(_FULL_SOURCES)
 
 
 def _symbols_of_image(image: bytes, bid: str | None) -> DsoSymbols:
