@@ -19,6 +19,7 @@ from profiler.errors import ProfilerError
 # name -> (module under profiler.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "record": ("record", "Run a command (or attach to processes) and record samples."),
+    "stat": ("stat", "Run a command (or attach) and count events, like perf stat."),
     "report": ("report", "Print a flat or call-graph profile of a capture."),
     "script": ("script", "Print every sample in perf script's text layout."),
     "flamegraph": ("flamegraph", "Write a self-contained interactive HTML flame graph."),

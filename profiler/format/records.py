@@ -606,6 +606,21 @@ def _decode_read(cur: _Cursor, read_format: int) -> ReadValues:
     return out
 
 
+def decode_read_format(buf: bytes | memoryview, read_format: int, bo: str = "=") -> ReadValues:
+    """``struct read_format`` on its own, as read(2) of a counter fd returns it (native byte
+    order by default); the same decoder as PERF_SAMPLE_READ and PERF_RECORD_READ use."""
+    return _decode_read(_Cursor(buf, 0, len(buf), bo), read_format)
+
+
+def read_format_size(read_format: int, nr: int = 1) -> int:
+    """Bytes of ``struct read_format`` for ``nr`` counters (``nr`` matters with GROUP only)."""
+    per = 1 + bool(read_format & PERF_FORMAT_ID) + bool(read_format & PERF_FORMAT_LOST)
+    times = _popcount(read_format & (PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING))
+    if read_format & PERF_FORMAT_GROUP:
+        return 8 * (1 + times + per * nr)
+    return 8 * (times + per)
+
+
 def _decode_sample_id(cur: _Cursor, st: int) -> SampleId:
     sid = SampleId()
     if st & PERF_SAMPLE_TID:

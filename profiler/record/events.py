@@ -7,6 +7,11 @@ The names follow perf's: the software and generic hardware events of ``enum perf
 ``pmu/term=value,.../`` whose type and term bit layout come from
 ``/sys/bus/event_source/devices/<pmu>/{type,format/*}``. Modifiers ``:u`` (user only),
 ``:k`` (kernel only) and ``:p`` (precise_ip, repeatable) may follow any of them.
+
+Groups ``{a,b}`` are scheduled by the kernel as a unit (the first is the leader, the others
+are opened with its fd as ``group_fd``). Modifiers after the brace apply to every member;
+``:S`` after a group asks for leader sampling: only the leader samples, and each sample
+carries every member's count (PERF_SAMPLE_READ with PERF_FORMAT_GROUP).
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ TRACEFS_ROOTS: tuple[Path, ...] = (Path("/sys/kernel/tracing"), Path("/sys/kerne
 PMU_ROOT = Path("/sys/bus/event_source/devices")
 
 _MODIFIER_RE = re.compile(r"^[ukp]+$")
+_GROUP_RE = re.compile(r"^\{(.*)\}(?::([ukpS]+))?$", re.DOTALL)
 _RAW_RE = re.compile(r"^r([0-9a-fA-F]+)$")
 _PMU_RE = re.compile(r"^([A-Za-z0-9_.\-]+)/([^/]*)/$")
 
@@ -120,14 +126,18 @@ HW_CACHE_EVENTS = hw_cache_events()
 
 
 def split_event_list(text: str) -> list[str]:
-    """Split ``-e`` on commas that are not inside a ``pmu/.../`` term list."""
+    """Split ``-e`` on commas that are not inside a ``pmu/.../`` term list or a ``{...}`` group."""
     parts: list[str] = []
     current: list[str] = []
-    slashes = 0
+    slashes = braces = 0
     for ch in text:
         if ch == "/":
             slashes += 1
-        if ch == "," and slashes % 2 == 0:
+        elif ch == "{":
+            braces += 1
+        elif ch == "}":
+            braces -= 1
+        if ch == "," and slashes % 2 == 0 and braces == 0:
             parts.append("".join(current))
             current = []
         else:
@@ -344,14 +354,70 @@ def _parse_base(name: str) -> EventSpec:
 
 
 def parse_events(texts: Iterable[str]) -> list[EventSpec]:
-    """Every ``-e`` option (each may be a comma-separated list), in order, without duplicates."""
+    """Every ``-e`` option (each may be a comma-separated list), in order, without duplicates;
+    the members of ``{...}`` groups are listed in place."""
     specs: list[EventSpec] = []
-    for text in texts:
-        for token in split_event_list(text):
-            spec = parse_event(token)
+    for group in parse_event_groups(texts):
+        for spec in group.members:
             if spec not in specs:
                 specs.append(spec)
     return specs
+
+
+@dataclass(frozen=True)
+class EventGroup:
+    """One item of the ``-e`` list: a lone event (``braced`` False, one member) or a ``{...}``
+    group whose first member is the leader."""
+
+    members: tuple[EventSpec, ...]
+    braced: bool = False
+    leader_sampling: bool = False  # ``:S``
+
+    @property
+    def name(self) -> str:
+        if not self.braced:
+            return self.members[0].name
+        return "{" + ",".join(m.name for m in self.members) + "}"
+
+
+def parse_group(token: str) -> EventGroup:
+    """``{a,b}`` / ``{a,b}:u`` / ``{a,b}:S`` or a lone event."""
+    match = _GROUP_RE.match(token)
+    if match is None:
+        if "{" in token or "}" in token:
+            raise EventError(f"unbalanced braces in the event group '{token}'.")
+        name, modifiers = split_modifiers(token)
+        if not modifiers and name.endswith(":S"):
+            raise EventError(f"':S' (leader sampling) applies to a group, as in '{{{name[:-2]},...}}:S'.")
+        return EventGroup((parse_event(token),))
+    inner, modifiers = match.group(1), match.group(2) or ""
+    tokens = split_event_list(inner)
+    if not inner.strip() or not all(tokens):
+        raise EventError(f"the event group '{token}' has an empty member.")
+    if any("{" in t for t in tokens):
+        raise EventError(f"event groups cannot be nested: '{token}'.")
+    shared = modifiers.replace("S", "")
+    members = tuple(_with_group_modifiers(t, shared) for t in tokens)
+    return EventGroup(members, braced=True, leader_sampling="S" in modifiers)
+
+
+def _with_group_modifiers(token: str, shared: str) -> EventSpec:
+    """A member with the group's ``:u``/``:k``/``:p`` added to its own; like perf, the group's
+    modifiers do not rename the member."""
+    name, own = split_modifiers(token)
+    spec = apply_modifiers(_parse_base(name), own + "".join(c for c in shared if c not in own))
+    return replace(spec, name=token)
+
+
+def parse_event_groups(texts: Iterable[str]) -> list[EventGroup]:
+    """Every ``-e`` option as groups, in order (a lone event is a group of one)."""
+    groups: list[EventGroup] = []
+    for text in texts:
+        for token in split_event_list(text):
+            if not token:
+                raise EventError("empty event name in the event list.")
+            groups.append(parse_group(token))
+    return groups
 
 
 # ---------------------------------------------------------------------------------------
