@@ -88,7 +88,8 @@ TRACEFS_ROOTS: tuple[Path, ...] = (Path("/sys/kernel/tracing"), Path("/sys/kerne
 PMU_ROOT = Path("/sys/bus/event_source/devices")
 
 _MODIFIER_RE = re.compile(r"^[ukp]+$")
-_GROUP_RE = re.compile(r"^\{(.*)\}(?::([ukpS]+))?$", re.DOTALL)
+_GROUP_RE = re.compile(r"^\{(.*)\}(?::(.*))?$", re.DOTALL)
+_GROUP_MODIFIER_RE = re.compile(r"^[ukpS]+$")
 _RAW_RE = re.compile(r"^r([0-9a-fA-F]+)$")
 _PMU_RE = re.compile(r"^([A-Za-z0-9_.\-]+)/([^/]*)/$")
 
@@ -391,6 +392,8 @@ def parse_group(token: str) -> EventGroup:
             raise EventError(f"':S' (leader sampling) applies to a group, as in '{{{name[:-2]},...}}:S'.")
         return EventGroup((parse_event(token),))
     inner, modifiers = match.group(1), match.group(2) or ""
+    if match.group(2) is not None and not _GROUP_MODIFIER_RE.match(modifiers):
+        raise EventError(f"unknown modifier ':{modifiers}' after the event group (u, k, p and S are known).")
     tokens = split_event_list(inner)
     if not inner.strip() or not all(tokens):
         raise EventError(f"the event group '{token}' has an empty member.")

@@ -187,3 +187,31 @@ def test_supported_events_lists_only_what_probes(monkeypatch: pytest.MonkeyPatch
     assert "cycles" not in listed and "L1-dcache-loads" not in listed
     assert listed["cpu/mem-loads/"] == "Kernel PMU event"
     assert listed["sched:sched_switch"] == "Tracepoint event"
+
+
+def test_groups_and_their_modifiers() -> None:
+    groups = ev.parse_event_groups(["{task-clock,page-faults:k}:u,cs", "{cpu-clock,cs}:S"])
+    first, lone, sampled = groups
+    assert first.braced and first.name == "{task-clock,page-faults:k}" and not first.leader_sampling
+    clock, faults = first.members
+    assert clock.exclude_kernel and not clock.exclude_user  # the group's :u, the name unchanged
+    assert faults.name == "page-faults:k" and not faults.exclude_user and not faults.exclude_kernel  # :k + :u
+    assert not lone.braced and lone.members[0].config == 3
+    assert sampled.leader_sampling and [m.name for m in sampled.members] == ["cpu-clock", "cs"]
+    # the flat list keeps every member in place
+    assert [s.name for s in ev.parse_events(["{task-clock,cs},page-faults"])] == ["task-clock", "cs", "page-faults"]
+
+
+def test_group_commas_do_not_split_pmu_terms() -> None:
+    assert ev.split_event_list("{a,b/x=1,y=2/},c") == ["{a,b/x=1,y=2/}", "c"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("{task-clock", "unbalanced"), ("task-clock}", "unbalanced"), ("{}", "empty member"),
+     ("{cs,}", "empty member"), ("{cs,{cs}}", "nested"), ("cs:S", "applies to a group"),
+     ("{cs}:x", "unknown modifier")],
+)
+def test_bad_groups(text: str, message: str) -> None:
+    with pytest.raises(EventError, match=message):
+        ev.parse_event_groups([text])
