@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from profiler.report.archive import archive_capture  # noqa: E402
+from profiler.report.offline.archive import archive_capture  # noqa: E402
 
 
 def main() -> None:

@@ -23,16 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from profiler.report.render import (
-    FlameGraphOptions,
-    FoldedOptions,
-    Frame,
-    ProfileMeta,
-    StackSample,
-    build_flame_tree,
-    render_flamegraph,
-    write_folded,
-)
+from profiler.report.model import Frame, ProfileMeta, StackSample
+from profiler.report.render.flamegraph import FlameGraphOptions, build_flame_tree, render_flamegraph
+from profiler.report.render.folded import FoldedOptions, write_folded
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

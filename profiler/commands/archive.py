@@ -7,8 +7,8 @@ import sys
 import click
 
 from profiler.commands._common import input_option
-from profiler.report.archive import archive_capture, render_result
-from profiler.report.debuginfod import DebuginfodClient
+from profiler.report.offline.archive import archive_capture, render_result
+from profiler.report.symbols.debuginfod import DebuginfodClient
 
 
 @click.command("archive")

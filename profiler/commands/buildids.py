@@ -10,9 +10,9 @@ import click
 from profiler.commands._common import input_option, warn
 from profiler.format.bulk import load_capture
 from profiler.format.container import CaptureReader
-from profiler.report.buildids import build_id_rows, render_build_ids, rows_to_json, scan_capture
-from profiler.report.debuginfod import DebuginfodClient
-from profiler.report.sources import KIND_ELF, SymbolSources
+from profiler.report.offline.capture_dsos import build_id_rows, render_build_ids, rows_to_json, scan_capture
+from profiler.report.symbols.debuginfod import DebuginfodClient
+from profiler.report.symbols.chain import KIND_ELF, SymbolSources
 
 
 @click.command("buildids")

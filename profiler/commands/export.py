@@ -29,7 +29,7 @@ def command(format_: str, output: str, weight: str | None, with_pid: bool, with_
     """Export a capture's stacks for other viewers."""
     from profiler.commands.flamegraph import load_stacks
     from profiler.report.render.folded import FoldedOptions, write_folded
-    from profiler.report.render.model import Weight
+    from profiler.report.model import Weight
     from profiler.report.render.speedscope import ProfilePer, SpeedscopeOptions, write_speedscope
 
     _, meta, stacks = load_stacks(kwargs)

@@ -15,7 +15,7 @@ from profiler.report.render.flamegraph import DEFAULT_MIN_WIDTH
 
 def profile_meta(profile: Any, header: dict[str, Any]) -> Any:
     """The renderers' ProfileMeta for a loaded profile."""
-    from profiler.report.render.model import ProfileMeta
+    from profiler.report.model import ProfileMeta
 
     target = header.get("target") or {}
     command = target.get("command") or []
@@ -69,7 +69,7 @@ def command(output: str, weight: str, min_width: float, group_by: str, title: st
             **kwargs: Any) -> None:
     """Write a self-contained interactive HTML flame graph (no network access needed)."""
     from profiler.report.render.flamegraph import FlameGraphOptions, GroupBy, write_flamegraph
-    from profiler.report.render.model import Weight
+    from profiler.report.model import Weight
 
     opts = FlameGraphOptions(weight=cast(Weight, weight), min_width=min_width,
                              group_by=cast(GroupBy, group_by), title=title)

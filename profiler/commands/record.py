@@ -124,7 +124,7 @@ def command(command: tuple[str, ...], archive: bool, **kwargs: object) -> None:
 def archive_after_recording(path: str, quiet: bool) -> None:
     """``--archive``: pack the symbols into the new capture. A failure is only a warning:
     ``archive_capture`` leaves the capture as recorded, and the exit status stays record's."""
-    from profiler.report.archive import archive_capture, summary_line
+    from profiler.report.offline.archive import archive_capture, summary_line
 
     try:
         result = archive_capture(path)

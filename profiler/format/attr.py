@@ -9,7 +9,6 @@ byte order. Size 128 is PERF_ATTR_SIZE_VER7 (up to ``sig_data``); the kernel acc
 from __future__ import annotations
 
 import ctypes
-from typing import Any
 
 PERF_ATTR_SIZE_VER7 = 128
 
@@ -120,17 +119,6 @@ def attr_to_dict(attr: perf_event_attr) -> dict[str, int]:
             continue
         out[name] = value
     return out
-
-
-def attr_from_dict(fields: dict[str, Any]) -> perf_event_attr:
-    """Build an attr from ``attr_to_dict`` output (unknown names are ignored, so a newer
-    writer's extra fields do not break an older reader)."""
-    attr = perf_event_attr()
-    attr.size = PERF_ATTR_SIZE_VER7
-    for name in ATTR_FIELDS:
-        if name in fields:
-            setattr(attr, name, int(fields[name]))
-    return attr
 
 
 def new_attr(**fields: int) -> perf_event_attr:

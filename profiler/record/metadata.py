@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler.format.header import machine_facts
-from profiler.record.buildid import kernel_build_id, read_build_id
+from profiler.format.buildid import kernel_build_id, read_build_id
 from profiler.record.synth import read_maps
 
 KALLSYMS = Path("/proc/kallsyms")
@@ -102,7 +102,7 @@ def read_modules() -> dict[str, Any]:
 
 def kernel_info() -> dict[str, Any]:
     bid = kernel_build_id()
-    return {"build_id": bid.hex() if bid else None, "release": os.uname().release}
+    return {"build_id": bid, "release": os.uname().release}
 
 
 def vdso_image() -> dict[str, Any] | None:
@@ -128,5 +128,5 @@ def build_id_entries(
             continue
         bid = read_build_id(path)
         if bid:
-            entries.append({"path": path, "build_id": bid.hex(), "source": "file"})
+            entries.append({"path": path, "build_id": bid, "source": "file"})
     return entries

@@ -124,22 +124,6 @@ def disable(fd: int) -> None:
     _ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
 
 
-def reset(fd: int) -> None:
-    """PERF_EVENT_IOC_RESET."""
-    _ioctl(fd, PERF_EVENT_IOC_RESET, 0)
-
-
-def refresh(fd: int, count: int) -> None:
-    """PERF_EVENT_IOC_REFRESH: the argument is a count, passed by value."""
-    _ioctl(fd, PERF_EVENT_IOC_REFRESH, count)
-
-
-def set_period(fd: int, period: int) -> None:
-    """PERF_EVENT_IOC_PERIOD: "takes a pointer to a 64-bit value containing the new period"."""
-    value = ctypes.c_uint64(period)
-    _ioctl(fd, PERF_EVENT_IOC_PERIOD, ctypes.cast(ctypes.byref(value), ctypes.c_void_p))
-
-
 def set_output(fd: int, target_fd: int) -> None:
     """PERF_EVENT_IOC_SET_OUTPUT: send ``fd``'s records to ``target_fd``'s ring buffer
     (both must be on the same CPU)."""

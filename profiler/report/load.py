@@ -43,11 +43,11 @@ from profiler.format.bulk import (
 )
 from profiler.format.container import CaptureReader
 from profiler.report.options import Filters, LoadOptions
-from profiler.report.render.model import Frame, StackSample
+from profiler.report.model import Frame, StackSample
 from profiler.report.replay import ReplayResult, replay
-from profiler.report.resolve import FrameInfo, FrameTable, SymbolResolver
-from profiler.report.debuginfod import DebuginfodClient
-from profiler.report.sources import ChainSource, SymbolSources
+from profiler.report.symbols.resolver import FrameInfo, FrameTable, SymbolResolver
+from profiler.report.symbols.debuginfod import DebuginfodClient
+from profiler.report.symbols.chain import ChainSource, SymbolSources
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -230,7 +230,7 @@ def select_event(names: list[str], wanted: str | None) -> int:
 
 
 def _resolver(reader: CaptureReader, rep: ReplayResult, options: LoadOptions) -> SymbolResolver:
-    """A resolver on the offline symbol-source chain (see :mod:`profiler.report.sources`):
+    """A resolver on the offline symbol-source chain (see :mod:`profiler.report.symbols.chain`):
     packed symbols, ``--symfs``, debug directories, the local file only when its build-id
     matches; ``--kallsyms``, packed kernel symbols, the capture's kallsyms snapshot; the
     vdso image of the capture; JIT maps packed or in ``perf-PID.map``."""

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from profiler.report.render.flamegraph import FlameGraphOptions, write_flamegraph
-from profiler.report.render.model import Frame, ProfileMeta, StackSample
+from profiler.report.model import Frame, ProfileMeta, StackSample
 
 pytestmark = pytest.mark.browser
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.report.archive import archive_capture
-from profiler.report.symbols import clear_symbol_cache
+from profiler.report.offline.archive import archive_capture
+from profiler.report.symbols.dso import clear_symbol_cache
 
 from offline_helpers import profile_rows, record
 

@@ -15,11 +15,11 @@ from click.testing import CliRunner
 from profiler.errors import ProfilerError, UsageError
 from profiler.format import records as R
 from profiler.format.container import CaptureReader, CaptureWriter
-from profiler.report.archive import archive_capture, subset_table
-from profiler.report.elf import ElfFile
-from profiler.report.sources import MISMATCH, PACKED, SymbolSources
-from profiler.report.symbols import clear_symbol_cache
-from profiler.report.symtab import SymbolTable
+from profiler.report.offline.archive import archive_capture, subset_table
+from profiler.report.symbols.elf import ElfFile
+from profiler.report.symbols.chain import MISMATCH, PACKED, SymbolSources
+from profiler.report.symbols.dso import clear_symbol_cache
+from profiler.report.symbols.table import SymbolTable
 
 from offline_factory import BASE, runtime_ip, write_capture
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.report.debuginfod import DebuginfodClient, urls_from, valid_build_id
-from profiler.report.elf import read_build_id
+from profiler.report.symbols.debuginfod import DebuginfodClient, urls_from, valid_build_id
+from profiler.format.buildid import read_build_id
 
 
 class Server:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from profiler.report import demangle as demangle_module
-from profiler.report.demangle import demangle, demangle_rust_legacy
-from profiler.report.elf import ElfFile
+from profiler.report.symbols import demangle as demangle_module
+from profiler.report.symbols.demangle import demangle, demangle_rust_legacy
+from profiler.report.symbols.elf import ElfFile
 
 needs_cxxfilt = pytest.mark.skipif(shutil.which("c++filt") is None, reason="binutils not installed")
 

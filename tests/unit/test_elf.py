@@ -19,9 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from profiler.report.elf import ElfError, ElfFile, ElfLayout, read_build_id, symbol_dtype
-from profiler.report.symbols import load_dso_symbols
-from profiler.report.symtab import SymbolTable
+from profiler.format.buildid import read_build_id
+from profiler.report.symbols.elf import ElfError, ElfFile, symbol_dtype
+from profiler.report.symbols.elfheaders import ElfLayout
+from profiler.report.symbols.dso import load_dso_symbols
+from profiler.report.symbols.table import SymbolTable
 
 pytestmark = pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils not installed")
 
@@ -274,7 +276,7 @@ def test_runtime_ip_translates_to_the_symbol(elf_dir: Path, program: str, dso_na
     for sym, text in printed:
         ip = int(text, 16)
         lo, _, pgoff, _ = next(m for m in maps if m[0] <= ip < m[1] and m[3] == target)
-        vaddr = elf.layout.ip_to_vaddr(ip, lo, pgoff)
+        vaddr = elf.layout.file_offset_to_vaddr(ip - lo + pgoff)
         assert vaddr is not None
         if elf.e_type == "ET_EXEC":
             assert vaddr == ip
@@ -282,8 +284,10 @@ def test_runtime_ip_translates_to_the_symbol(elf_dir: Path, program: str, dso_na
         many, found = elf.layout.file_offsets_to_vaddrs(np.array([ip - lo + pgoff, 0xFFFF_FFFF_FF]))
         assert many.tolist()[0] == vaddr and found.tolist() == [True, False]
         dso = load_dso_symbols(elf_dir / dso_name, elf.build_id)
-        idx, off = dso.lookup_ips(np.array([ip + 2, lo - 1]), lo, pgoff)
-        assert dso.table.name(int(idx[0])) == sym and off.tolist() == [2, 0] and idx[1] == -1
+        assert dso.layout is not None
+        vaddrs, found = dso.layout.file_offsets_to_vaddrs(np.array([ip + 2 - lo + pgoff]))
+        idx, off = dso.lookup_many(vaddrs[found])
+        assert dso.table.name(int(idx[0])) == sym and off.tolist() == [2]
 
 
 def test_layout_packs_for_msgpack(elf_dir: Path) -> None:

@@ -25,7 +25,7 @@ from profiler.report.render.flamegraph import (
     render_flamegraph,
     write_flamegraph,
 )
-from profiler.report.render.model import Frame, ProfileMeta, StackSample
+from profiler.report.model import Frame, ProfileMeta, StackSample
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 LIBC = "libc.so.6"

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from profiler.report.render.folded import FoldedOptions, fold_stacks, render_folded, write_folded
-from profiler.report.render.model import Frame, StackSample
+from profiler.report.model import Frame, StackSample
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from profiler.report.archive import archive_capture
-from profiler.report.elf import ElfFile, ElfLayout, LoadSegment
-from profiler.report.sources import (
+from profiler.report.offline.archive import archive_capture
+from profiler.report.symbols.elf import ElfFile
+from profiler.report.symbols.elfheaders import ElfLayout, LoadSegment
+from profiler.report.symbols.chain import (
     DEBUG_DIR,
     KALLSYMS_FILE,
     LOCAL,
@@ -21,7 +22,7 @@ from profiler.report.sources import (
     SymbolSources,
     rebuilt_layout,
 )
-from profiler.report.symbols import clear_symbol_cache
+from profiler.report.symbols.dso import clear_symbol_cache
 from profiler.format.container import CaptureReader
 
 from offline_factory import KALLSYMS, write_capture

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from profiler.report.render.model import Frame, ProfileMeta, StackSample
+from profiler.report.model import Frame, ProfileMeta, StackSample
 from profiler.report.render.speedscope import (
     SCHEMA_URL,
     SpeedscopeOptions,

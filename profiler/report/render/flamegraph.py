@@ -7,7 +7,7 @@ Two steps, as everywhere in the reporter:
    flattens what is left into preorder arrays. A pruned node's weight stays counted in its
    parent, so every kept node's width (and the total) is exact.
 2. :func:`render_flamegraph` writes one HTML file: the template, stylesheet and script from
-   ``profiler/report/assets/`` inlined, and the tree as JSON inside
+   ``profiler/report/render/assets/`` inlined, and the tree as JSON inside
    ``<script type="application/json">``. The page makes no network request (its
    Content-Security-Policy forbids them) and works from ``file://``.
 
@@ -25,7 +25,7 @@ from importlib import resources
 from typing import Literal, TextIO
 
 from profiler.errors import UsageError
-from profiler.report.render.model import (
+from profiler.report.model import (
     Frame,
     ProfileMeta,
     StackSample,
@@ -262,8 +262,8 @@ _SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
 def read_asset(name: str) -> str:
-    """The text of one file in ``profiler/report/assets/``."""
-    assets = resources.files("profiler").joinpath("report").joinpath("assets")
+    """The text of one file in ``profiler/report/render/assets/``."""
+    assets = resources.files("profiler").joinpath("report", "render", "assets")
     return assets.joinpath(name).read_text(encoding="utf-8")
 
 

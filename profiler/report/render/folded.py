@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
-from profiler.report.render.model import UNKNOWN, Frame, StackSample, Weight
+from profiler.report.model import UNKNOWN, Frame, StackSample, Weight
 
 KIND_SUFFIX: dict[str, str] = {"kernel": "_[k]", "jit": "_[j]"}
 

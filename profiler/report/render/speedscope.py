@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
 from profiler import __version__
-from profiler.report.render.model import (
+from profiler.report.model import (
     Frame,
     ProfileMeta,
     StackSample,

@@ -7,7 +7,7 @@ symbols with one ``lookup_many``.
 
 Where symbols come from is one ordered list, :attr:`SymbolResolver.sources`: each source
 is asked for a DSO in turn and the first that has its symbols wins. The reporter gives it
-one source, the offline chain :class:`profiler.report.sources.SymbolSources` (packed in the
+one source, the offline chain :class:`profiler.report.symbols.chain.SymbolSources` (packed in the
 capture, ``--symfs``, debug directories, the local file only when its build-id matches),
 and the same chain as :attr:`SymbolResolver.chain` for JIT maps and for its warnings. A DSO
 that no source can symbolize gets one warning and its frames show as ``[unknown]`` in that
@@ -16,28 +16,21 @@ DSO with their offset, as perf shows them.
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-import msgpack
 import numpy as np
 import numpy.typing as npt
 
-from profiler.errors import FormatError
-from profiler.report.demangle import demangle
-from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols, parse_kallsyms
 from profiler.report.maps import Dso, DsoTable, MapSnapshot
-from profiler.report.perfmap import parse_perf_map, perf_map_path
-from profiler.report.symbols import DsoSymbols, SymbolStatus
-from profiler.report.symtab import SymbolTable
-from profiler.report.unnamed import is_unnamed
-
-if TYPE_CHECKING:
-    from profiler.report.sources import SymbolSources
+from profiler.report.symbols.chain import SymbolSources
+from profiler.report.symbols.demangle import demangle
+from profiler.report.symbols.dso import DsoSymbols, SymbolStatus
+from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols
+from profiler.report.symbols.perfmap import parse_perf_map, perf_map_path
+from profiler.report.symbols.table import SymbolTable
+from profiler.report.symbols.unnamed import is_unnamed
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -325,34 +318,3 @@ class SymbolResolver:
                 self.warnings.append(f"cannot read JIT symbols {path}: {exc.strerror}.")
             self._perf_maps[pid] = table
         return self._perf_maps[pid]
-
-
-def cache_dir() -> Path:
-    """Where parsed symbol tables are kept between runs: ``$PROFILER_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/profiler``, else ``~/.cache/profiler``."""
-    env = os.environ.get("PROFILER_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "profiler"
-
-
-def cached_kernel_symbols(text: str) -> KernelSymbols:
-    """``parse_kallsyms(text)``, kept on disk keyed by the snapshot's SHA-1 (parsing a 5 MB
-    snapshot costs ~0.2 s, loading the packed tables ~5 ms). Cache trouble is never an error."""
-    digest = hashlib.sha1(text.encode("utf-8", "surrogateescape")).hexdigest()
-    path = cache_dir() / "kallsyms" / f"{digest}.msgpack"
-    try:
-        packed = msgpack.unpackb(path.read_bytes(), raw=False, strict_map_key=False)
-        return KernelSymbols.from_packed(packed)
-    except (OSError, ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, FormatError):
-        pass
-    ks = parse_kallsyms(text)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(msgpack.packb(ks.to_packed(), use_bin_type=True))
-        os.replace(tmp, path)
-    except OSError:
-        pass
-    return ks

@@ -17,8 +17,7 @@ from __future__ import annotations
 import io
 import os
 import struct
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,8 +27,11 @@ from elftools.common.exceptions import ELFError as _PyElfError
 from elftools.construct.core import ConstructError as _ConstructError
 from elftools.elf.elffile import ELFFile as _PyElfFile
 
-from profiler.errors import FormatError, ReportError
-from profiler.report.symtab import (
+from profiler.errors import ReportError
+from profiler.format.buildid import build_id_from_notes
+from profiler.report.symbols.elfheaders import ElfLayout, LoadSegment, SectionHeader
+from profiler.report.symbols.plt import plt_symbols
+from profiler.report.symbols.table import (
     RANK_GLOBAL,
     RANK_LOCAL,
     RANK_OTHER,
@@ -46,109 +48,14 @@ class ElfError(ReportError):
 
 
 ELF_MAGIC = b"\x7fELF"
-PF_X, PF_W, PF_R = 1, 2, 4
 SHF_EXECINSTR = 0x4
 SHN_LORESERVE = 0xFF00
-NT_GNU_BUILD_ID = 3
 STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC = 0, 2, 10
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 
 _PARSE_ERRORS = (
     _PyElfError, _ConstructError, struct.error, ValueError, IndexError, KeyError, TypeError, OverflowError,
 )
-
-
-@dataclass(frozen=True)
-class LoadSegment:
-    """One ``PT_LOAD`` program header (field names from the ELF specification)."""
-
-    p_vaddr: int
-    p_offset: int
-    p_filesz: int
-    p_memsz: int
-    p_flags: int
-
-    @property
-    def executable(self) -> bool:
-        return bool(self.p_flags & PF_X)
-
-
-@dataclass(frozen=True)
-class SectionHeader:
-    """The fields of one section header this module uses."""
-
-    index: int
-    name: str
-    sh_type: str
-    sh_flags: int
-    sh_addr: int
-    sh_offset: int
-    sh_size: int
-    sh_link: int
-    sh_entsize: int
-    sh_addralign: int
-
-    @property
-    def has_file_data(self) -> bool:
-        return self.sh_type != "SHT_NOBITS" and self.sh_size > 0
-
-
-@dataclass(frozen=True)
-class ElfLayout:
-    """What address translation needs from a runtime ELF, packable for the archive."""
-
-    build_id: str | None
-    e_type: str
-    machine: str
-    load_segments: tuple[LoadSegment, ...]
-
-    def file_offset_to_vaddr(self, offset: int) -> int | None:
-        """The virtual address of file ``offset``, or None when no ``PT_LOAD`` maps it."""
-        for seg in self.load_segments:
-            if seg.p_offset <= offset < seg.p_offset + seg.p_filesz:
-                return offset - seg.p_offset + seg.p_vaddr
-        return None
-
-    def ip_to_vaddr(self, ip: int, start: int, pgoff: int) -> int | None:
-        """The virtual address of runtime ``ip`` in a mapping at ``start`` with ``pgoff``."""
-        return self.file_offset_to_vaddr(ip - start + pgoff)
-
-    def file_offsets_to_vaddrs(self, offsets: npt.ArrayLike) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
-        """Vectorised :meth:`file_offset_to_vaddr`: (vaddrs, found mask); 0 where not found."""
-        offs = np.asarray(offsets).astype(np.uint64)
-        out = np.zeros(offs.shape, U64)
-        found = np.zeros(offs.shape, np.bool_)
-        with np.errstate(over="ignore"):
-            for seg in self.load_segments:
-                lo = np.uint64(seg.p_offset)
-                inside = ~found & (offs >= lo) & (offs < lo + np.uint64(seg.p_filesz))
-                out[inside] = offs[inside] - lo + np.uint64(seg.p_vaddr)
-                found |= inside
-        return out, found
-
-    def to_packed(self) -> dict[str, Any]:
-        """Plain data for msgpack."""
-        return {
-            "build_id": self.build_id,
-            "e_type": self.e_type,
-            "machine": self.machine,
-            "segments": [[s.p_vaddr, s.p_offset, s.p_filesz, s.p_memsz, s.p_flags] for s in self.load_segments],
-        }
-
-    @classmethod
-    def from_packed(cls, packed: Mapping[str, Any]) -> ElfLayout:
-        """Inverse of :meth:`to_packed`; damaged data raises :class:`FormatError`."""
-        try:
-            segments = tuple(LoadSegment(*(int(v) for v in row)) for row in packed["segments"])
-            build_id = packed["build_id"]
-            return cls(
-                build_id=None if build_id is None else str(build_id),
-                e_type=str(packed["e_type"]),
-                machine=str(packed["machine"]),
-                load_segments=segments,
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"packed ELF layout is damaged ({exc})") from exc
 
 
 class ElfFile:
@@ -252,7 +159,7 @@ class ElfFile:
             if size <= 0 or offset + size > self.file_size:
                 continue
             stream.seek(offset)
-            found = parse_build_id_note(stream.read(size), self.little_endian, align)
+            found = build_id_from_notes(stream.read(size), "<" if self.little_endian else ">", align)
             if found is not None:
                 return found
         return None
@@ -289,7 +196,7 @@ class ElfFile:
         return SymbolCandidates.concat(parts)
 
     def symbol_table(self, include_plt: bool = True) -> SymbolTable:
-        """The function symbol table (see :mod:`profiler.report.symtab` for the rules)."""
+        """The function symbol table (see :mod:`profiler.report.symbols.table` for the rules)."""
         return SymbolTable.build(self.symbol_candidates(include_plt))
 
     def _symbols_and_strings(self, sec: SectionHeader) -> tuple[npt.NDArray[Any], bytes]:
@@ -337,8 +244,6 @@ class ElfFile:
 
     def plt_candidates(self) -> SymbolCandidates:
         """Synthesized ``name@plt`` symbols for ``.plt``, ``.plt.sec`` and ``.plt.got``."""
-        from profiler.report.plt import plt_symbols
-
         try:
             entries = plt_symbols(self)
         except _PARSE_ERRORS as exc:
@@ -366,37 +271,6 @@ def symbol_dtype(elfclass: int, little_endian: bool) -> np.dtype[Any]:
     return np.dtype([(name, order + code) for name, code in fields])
 
 
-def parse_build_id_note(data: bytes, little_endian: bool, align: int = 4) -> str | None:
-    """The ``NT_GNU_BUILD_ID`` descriptor (owner ``"GNU"``) in a note region, as hex.
-
-    Each note is ``namesz, descsz, type`` (u32) followed by the name and the descriptor,
-    each padded to the region's alignment (4, or 8 for 8-aligned note sections).
-    """
-    step = 8 if align == 8 else 4
-    fmt = "<3I" if little_endian else ">3I"
-    pos = 0
-    while pos + 12 <= len(data):
-        namesz, descsz, ntype = struct.unpack_from(fmt, data, pos)
-        name_at = pos + 12
-        desc_at = name_at + _round_up(namesz, step)
-        end = desc_at + _round_up(descsz, step)
-        if end > len(data) or namesz > len(data) or descsz > len(data):
-            return None
-        if ntype == NT_GNU_BUILD_ID and data[name_at : name_at + namesz] == b"GNU\0" and descsz > 0:
-            return data[desc_at : desc_at + descsz].hex()
-        pos = end
-    return None
-
-
-def read_build_id(path: str | os.PathLike[str]) -> str | None:
-    """The file's GNU build-id as lowercase hex, None if it has none; ElfError if not ELF."""
-    return ElfFile(path).build_id
-
-
-def _round_up(value: int, step: int) -> int:
-    return (value + step - 1) // step * step
-
-
 def _section_header(index: int, sec: Any) -> SectionHeader:
     h = sec.header
     return SectionHeader(
@@ -416,11 +290,6 @@ def _section_header(index: int, sec: Any) -> SectionHeader:
 __all__ = [
     "ElfError",
     "ElfFile",
-    "ElfLayout",
-    "LoadSegment",
-    "SectionHeader",
     "U64_MAX",
-    "parse_build_id_note",
-    "read_build_id",
     "symbol_dtype",
 ]

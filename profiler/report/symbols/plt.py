@@ -11,13 +11,13 @@ entries follow the ``.rela.plt`` order after a 32-byte header. Other machines ge
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from profiler.report.elf import ElfFile, SectionHeader
+from profiler.report.symbols.elfheaders import SectionHeader
 
 PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got")
 # (R_*_JUMP_SLOT, R_*_GLOB_DAT, R_*_IRELATIVE) per machine, from the psABI documents.
@@ -28,6 +28,24 @@ ENDBR64 = b"\xf3\x0f\x1e\xfa"
 ENDBR32 = b"\xf3\x0f\x1e\xfb"
 
 PltEntry = tuple[int, int, bytes]  # (address, size, function name)
+
+
+class ElfFile(Protocol):
+    """What this module reads of an ELF file (:class:`profiler.report.symbols.elf.ElfFile`)."""
+
+    @property
+    def machine(self) -> str: ...
+    @property
+    def elfclass(self) -> int: ...
+    @property
+    def little_endian(self) -> bool: ...
+    @property
+    def sections(self) -> Sequence[SectionHeader]: ...
+    def section(self, name: str) -> SectionHeader | None: ...
+    def read_section(self, sec: SectionHeader) -> bytes: ...
+    def dynamic_symbol_names(self) -> tuple[npt.NDArray[Any], bytes] | None: ...
+
+
 Relocations = tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.int64]]
 
 
@@ -85,7 +103,7 @@ def _relocated_slots(
 
 def _ifunc_names(syms: npt.NDArray[Any], strtab: bytes) -> dict[int, bytes]:
     """Resolver address -> STT_GNU_IFUNC name with that value, chosen by the alias rule
-    of :mod:`profiler.report.symtab` (global, weak, local; then shortest; then smallest)."""
+    of :mod:`profiler.report.symbols.table` (global, weak, local; then shortest; then smallest)."""
     best: dict[int, tuple[int, int, bytes]] = {}
     ifunc = (syms["st_info"] & 0xF) == STT_GNU_IFUNC
     for value, name_off, info in zip(

@@ -43,10 +43,10 @@ import numpy.typing as npt
 from profiler.errors import ProfilerError, UsageError
 from profiler.format.bulk import load_capture
 from profiler.format.container import CaptureReader, CaptureWriter
-from profiler.report.buildids import DsoUse, scan_capture
-from profiler.report.debuginfod import DebuginfodClient
-from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols
-from profiler.report.sources import (
+from profiler.report.offline.capture_dsos import DsoUse, scan_capture
+from profiler.report.symbols.debuginfod import DebuginfodClient
+from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols
+from profiler.report.symbols.chain import (
     KIND_ELF,
     KIND_JIT,
     KIND_KERNEL,
@@ -55,8 +55,8 @@ from profiler.report.sources import (
     SymbolSources,
     packed_key,
 )
-from profiler.report.strip import write_stripped_copy
-from profiler.report.symtab import SymbolTable
+from profiler.report.offline.strip import write_stripped_copy
+from profiler.report.symbols.table import SymbolTable
 
 U64 = npt.NDArray[np.uint64]
 

@@ -19,14 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import numpy.typing as npt
 
-from profiler.report.debugfile import DEFAULT_DEBUG_DIRS, find_debug_file
-from profiler.report.elf import ElfError, ElfFile, ElfLayout
-from profiler.report.minidebuginfo import read_gnu_debugdata
-from profiler.report.symtab import IntArray, SymbolCandidates, SymbolTable, UIntArray
-from profiler.report.unnamed import fde_bounds, gap_candidates
+from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS, find_debug_file
+from profiler.report.symbols.elf import ElfError, ElfFile
+from profiler.report.symbols.elfheaders import ElfLayout
+from profiler.report.symbols.minidebuginfo import read_gnu_debugdata
+from profiler.report.symbols.table import IntArray, SymbolCandidates, SymbolTable, UIntArray
+from profiler.report.symbols.unnamed import fde_bounds, gap_candidates
 
 
 class SymbolStatus(enum.Enum):
@@ -74,21 +74,6 @@ class DsoSymbols:
     def lookup_many(self, vaddrs: npt.ArrayLike) -> tuple[IntArray, UIntArray]:
         """See :meth:`SymbolTable.lookup_many`."""
         return self.table.lookup_many(vaddrs)
-
-    def lookup_ips(self, ips: npt.ArrayLike, start: int, pgoff: int) -> tuple[IntArray, UIntArray]:
-        """Runtime ``ips`` inside one mapping (``start``, ``pgoff``) to (symbol index, offset).
-
-        File offset ``ip - start + pgoff`` goes through the runtime file's ``PT_LOAD``
-        segments to an ELF virtual address; -1 where no segment or symbol covers it.
-        """
-        addrs = np.asarray(ips).astype(np.uint64)
-        if self.layout is None:
-            return np.full(addrs.shape, -1, np.int64), np.zeros(addrs.shape, np.uint64)
-        with np.errstate(over="ignore"):
-            offsets = addrs - np.uint64(start) + np.uint64(pgoff)
-        vaddrs, found = self.layout.file_offsets_to_vaddrs(offsets)
-        idx, off = self.table.lookup_many(vaddrs)
-        return np.where(found, idx, -1), np.where(found, off, np.uint64(0))
 
 
 _CacheKey = tuple[str, str | None, tuple[str, ...], bool, int, int]

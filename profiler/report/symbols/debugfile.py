@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from profiler.report.elf import ElfError, ElfFile
+from profiler.report.symbols.elf import ElfError, ElfFile
 
 DEFAULT_DEBUG_DIRS: tuple[str, ...] = ("/usr/lib/debug",)
 _CRC_CHUNK = 1 << 20

@@ -36,7 +36,7 @@ Wiring (one object per report, called once per DSO; results are cached)::
     table, label = sources.jit(pid)                         # SymbolTable | None
     report_warnings.extend(sources.warnings)                # one per mismatched DSO
 
-A :class:`profiler.report.symbols.DsoSymbols` is returned whatever happens: ``ok`` says
+A :class:`profiler.report.symbols.dso.DsoSymbols` is returned whatever happens: ``ok`` says
 whether its table can be used; a mismatched file's layout is never handed out, so nothing
 of the wrong binary can name a frame.
 """
@@ -50,20 +50,22 @@ from pathlib import Path
 from typing import Any
 
 from profiler.errors import FormatError, ReportError
+from profiler.format.buildid import kernel_build_id
 from profiler.format.container import CaptureReader
-from profiler.report.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
-from profiler.report.debuginfod import DebuginfodClient
-from profiler.report.elf import ElfError, ElfFile, ElfLayout, LoadSegment
-from profiler.report.kallsyms import KERNEL_DSO, KernelSymbols, load_kallsyms
-from profiler.report.perfmap import parse_perf_map, perf_map_path
-from profiler.report.symbols import (
+from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
+from profiler.report.symbols.debuginfod import DebuginfodClient
+from profiler.report.symbols.elf import ElfError, ElfFile
+from profiler.report.symbols.elfheaders import ElfLayout, LoadSegment
+from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols, cached_kernel_symbols, load_kallsyms
+from profiler.report.symbols.perfmap import parse_perf_map, perf_map_path
+from profiler.report.symbols.dso import (
     DsoSymbols,
     SymbolStatus,
     build_ids_match,
     load_dso_symbols,
     normalize_build_id,
 )
-from profiler.report.symtab import SymbolTable
+from profiler.report.symbols.table import SymbolTable
 
 PACKED, SYMFS, DEBUG_DIR, LOCAL, MISMATCH, MISSING = "packed", "symfs", "debug-dir", "local", "mismatch", "missing"
 KALLSYMS_FILE = "kallsyms-file"
@@ -75,7 +77,6 @@ _FULL_SOURCES = ("debug file", ".symtab")
 VDSO = "[vdso]"
 SYMBOLS_META = "symbols"  # metadata kind written by ``profiler archive``
 KIND_ELF, KIND_KERNEL, KIND_VDSO, KIND_JIT = "elf", "kernel", "vdso", "jit"
-SYS_KERNEL_NOTES = Path("/sys/kernel/notes")
 
 Metadata = Mapping[str, Sequence[Mapping[str, Any]]]
 
@@ -378,15 +379,13 @@ class SymbolSources:
             if isinstance(text, str) and text:
                 if meta.get("hidden"):
                     return KernelSymbols(SymbolTable.empty(), {}, all_zero=True)
-                from profiler.report.resolve import cached_kernel_symbols  # resolve imports this module
-
                 return cached_kernel_symbols(text)
         return None
 
     def _local_kernel(self, note: str) -> tuple[KernelSymbols | None, str, str]:
         """This machine's kallsyms, only for the very kernel that was recorded."""
         recorded = self.kernel_build_id()
-        running = running_kernel_build_id()
+        running = kernel_build_id()
         if recorded is None or running is None:
             return None, MISSING, f"{note}: kernel frames show as [unknown]."
         if not build_ids_match(running, recorded):
@@ -463,19 +462,6 @@ def rebuilt_layout(layout: ElfLayout) -> ElfLayout:
     return ElfLayout(layout.build_id, layout.e_type, layout.machine, segments)
 
 
-def running_kernel_build_id(notes: Path = SYS_KERNEL_NOTES) -> str | None:
-    """The running kernel's build-id from ``/sys/kernel/notes`` (ELF notes, native order)."""
-    import sys
-
-    from profiler.report.elf import parse_build_id_note
-
-    try:
-        data = notes.read_bytes()
-    except OSError:
-        return None
-    return parse_build_id_note(data, sys.byteorder == "little")
-
-
 def _complete(syms: DsoSymbols, label: str) -> bool:
     """True when the chain found full symbols (a debug file, a ``.symtab``, packed ones),
     or found a file that is not the recorded one (nothing is fetched for a mismatch)."""
@@ -512,5 +498,4 @@ __all__ = [
     "SymbolSources",
     "VDSO",
     "packed_key",
-    "running_kernel_build_id",
 ]

@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from profiler.report.elf import ElfError, read_build_id
+from profiler.format.buildid import read_build_id
+from profiler.report.cache import cache_dir
+
 
 ENV_URLS = "DEBUGINFOD_URLS"
 ENV_TIMEOUT = "DEBUGINFOD_TIMEOUT"
@@ -64,8 +66,6 @@ def urls_from(text: str | None) -> tuple[str, ...]:
 
 
 def default_cache_dir() -> Path:
-    from profiler.report.resolve import cache_dir  # resolve imports the source chain
-
     return cache_dir() / "debuginfod"
 
 
@@ -197,10 +197,7 @@ class DebuginfodClient:
 
     def _accept(self, tmp: Path, target_dir: Path, build_id: str, url: str) -> Path | None:
         """Rename ``tmp`` into the cache when it is an ELF file with the asked build-id."""
-        try:
-            found = read_build_id(tmp)
-        except ElfError:
-            found = None
+        found = read_build_id(tmp)
         if found != build_id:
             tmp.unlink(missing_ok=True)
             self._warn(url, f"its answer for build-id {build_id} is not that file; ignored")
