@@ -43,10 +43,12 @@ _OPTIONS: list[Callable[[F], F]] = [
                  help="debuginfod servers (space-separated) for missing debug files; default $DEBUGINFOD_URLS, '' for none."),
     click.option("--offline", is_flag=True,
                  help="Never use the network: debug files only from the debuginfod cache."),
+    click.option("--inline/--no-inline", default=True, show_default=True,
+                 help="Show functions inlined by the compiler as their own frames (from DWARF)."),
 ]
 
 _NAMES = ("input_", "comm", "pid", "tid", "cpu", "dso", "symbol", "time_", "event", "no_demangle",
-          "symfs", "debug_dir", "kallsyms", "debuginfod", "offline")
+          "symfs", "debug_dir", "kallsyms", "debuginfod", "offline", "inline")
 
 
 def profile_options(func: F) -> F:
@@ -66,7 +68,8 @@ def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None 
                           symbol: str | None = None, time_: str | None = None, event: str | None = None,
                           no_demangle: bool = False, symfs: str | None = None,
                           debug_dir: tuple[str, ...] = (), kallsyms: str | None = None,
-                          debuginfod: str | None = None, offline: bool = False) -> LoadOptions:
+                          debuginfod: str | None = None, offline: bool = False,
+                          inline: bool = True) -> LoadOptions:
     """LoadOptions from the options' text; UsageError (one sentence, exit 2) for bad values."""
     filters = Filters(
         comms=parse_str_list(comm) if comm else (),
@@ -86,4 +89,4 @@ def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None 
         raise UsageError(f"--kallsyms {kallsyms} {what}: it must name a copy of /proc/kallsyms.")
     return LoadOptions(input=input_, filters=filters, demangle=not no_demangle,
                        debug_dirs=tuple(debug_dir) if debug_dir else None, symfs=symfs, kallsyms=kallsyms,
-                       debuginfod=debuginfod, offline=offline)
+                       debuginfod=debuginfod, offline=offline, inline=inline)

@@ -106,7 +106,7 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
 @click.command("report")
 @profile_options
 @click.option("-s", "--sort", "sort", default=",".join(ReportOptions.sort), show_default=True,
-              help="Sort keys: pid, tid, comm, dso, sym, cpu.")
+              help="Sort keys: pid, tid, comm, dso, sym, cpu, srcline (file:line from DWARF).")
 @click.option("--children/--no-children", default=True, show_default=True,
               help="Show the Children column (samples whose call chain contains the entry).")
 @click.option("-g", "--call-graph", "call_graph", type=click.Choice(CALLGRAPH_MODES),
@@ -127,7 +127,10 @@ def command(sort: str, children: bool, call_graph: str | None, callchain_thresho
     if not children and call_graph == "none" and format_ != "folded":
         # The flat self profile needs only each sample's ip: skip the call chains entirely.
         load = replace(load, callchains=False)
-    opts = ReportOptions(load=load, sort=parse_sort(sort), children=children, callgraph=call_graph,
+    keys = parse_sort(sort)
+    if "srcline" in keys:
+        load = replace(load, srclines=True)
+    opts = ReportOptions(load=load, sort=keys, children=children, callgraph=call_graph,
                          callchain_threshold=callchain_threshold, percent_limit=percent_limit,
                          format=format_, stats=stats, header=header)
     run_report(opts, sys.stdout)

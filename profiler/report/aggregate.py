@@ -38,6 +38,7 @@ class FlatRow:
     symbol: str | None = None  # display text: name, or hex address when unresolved
     kernel: bool = False  # [k] rather than [.]
     frame: int = -1  # frame id when sorting by sym
+    srcline: str | None = None  # "file.c:12" of the sampled address (sort key srcline)
     unnamed: bool = False  # a function without a symbol, named DSO+0xSTART (see report/unnamed.py)
 
 
@@ -107,6 +108,11 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     sample_cols: dict[str, npt.NDArray[Any]] = {"pid": s.pid, "tid": s.tid, "comm": profile.comm,
                                                 "cpu": s.cpu}
     fkey, dso_info = frame_keys(profile, sort)
+    line_texts: list[str] = []
+    if "srcline" in sort:
+        stack_lines, line_texts = srcline_keys(profile)
+        attr_names.append("srcline")
+        sample_cols["srcline"] = stack_lines[profile.stack] if len(profile.stack) else stack_lines
 
     # 1. groups of samples with the same stack and attributes
     cols = [profile.stack] + [sample_cols[k] for k in attr_names]
@@ -135,8 +141,8 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
         contrib_cols, contrib_w, contrib_stack = g_attrs + [leaf_key], g_period, g_stack
 
     keys = list(child_rows) if children else list(self_rows)
-    rows = [_row(profile, sort, attr_names, dso_info, k, self_rows.get(k, (0, 0)), child_rows.get(k, (0, 0)))
-            for k in keys]
+    rows = [_row(profile, sort, attr_names, dso_info, k, self_rows.get(k, (0, 0)), child_rows.get(k, (0, 0)),
+                 line_texts) for k in keys]
     total = profile.total_period
 
     def primary(r: FlatRow) -> int:
@@ -180,12 +186,36 @@ def _distinct_keys_per_stack(profile: Profile, fkey: I64) -> tuple[I64, I64]:
     return start, k[new]
 
 
+def srcline_keys(profile: Profile) -> tuple[I64, list[str]]:
+    """Per stack, a key for its sampled address's source line, and the key texts: the
+    DWARF ``file.c:12``, else perf's fallback ``symbol+offset`` (decimal)."""
+    lines = profile.leaf_srclines()
+    texts = list(profile.srclines)
+    keys = lines.copy()
+    missing = np.flatnonzero(lines < 0)
+    if len(missing):
+        first = profile.stack_start[:-1][missing]
+        leaf = profile.leaf_frames()[missing]
+        offs = profile.stack_table.offsets[first] if len(profile.stack_table.offsets) else first
+        ids: dict[tuple[int, int], int] = {}
+        for j, (f, off) in zip(missing.tolist(), zip(leaf.tolist(), offs.tolist())):
+            found = ids.get((f, off))
+            if found is None:
+                fr = profile.frame(f)
+                found = ids[(f, off)] = len(texts)
+                texts.append(f"{fr.label(profile.demangle)}+{off}" if fr.resolved else fr.label(profile.demangle))
+            keys[j] = found
+    return keys, texts
+
+
 def _row(profile: Profile, sort: tuple[str, ...], attr_names: list[str],
          dso_info: list[tuple[str, str, bool]], key: tuple[int, ...],
-         self_w: tuple[int, int], child_w: tuple[int, int]) -> FlatRow:
+         self_w: tuple[int, int], child_w: tuple[int, int], line_texts: list[str]) -> FlatRow:
     vals = dict(zip(attr_names, key[:-1]))
     fk = key[-1]
     fields: dict[str, Any] = {}
+    if "srcline" in vals:
+        fields["srcline"] = line_texts[int(vals["srcline"])]
     if "comm" in vals:
         fields["comm"] = profile.comm_names[vals["comm"]]
     for k in ("pid", "tid", "cpu"):
@@ -204,7 +234,7 @@ def _row(profile: Profile, sort: tuple[str, ...], attr_names: list[str],
 
 def _text_key(row: FlatRow) -> tuple[str, ...]:
     return (row.comm or "", str(row.pid or 0), str(row.tid or 0), str(row.cpu or 0),
-            row.dso or "", row.symbol or "")
+            row.dso or "", row.symbol or "", row.srcline or "")
 
 
 def _attach_stacks(flat: FlatProfile, keys: list[tuple[int, ...]], cols: list[I64], w: U64,

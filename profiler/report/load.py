@@ -45,9 +45,10 @@ from profiler.format.container import CaptureReader
 from profiler.report.options import Filters, LoadOptions
 from profiler.report.model import Frame, StackSample
 from profiler.report.replay import ReplayResult, replay
-from profiler.report.symbols.resolver import FrameInfo, FrameTable, SymbolResolver
-from profiler.report.symbols.debuginfod import DebuginfodClient
+from profiler.report.cache import cache_dir
 from profiler.report.symbols.chain import ChainSource, SymbolSources
+from profiler.report.symbols.debuginfod import DebuginfodClient
+from profiler.report.symbols.resolver import FrameInfo, FrameTable, Resolved, SymbolResolver
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -65,6 +66,8 @@ class StackTable:
     offsets: U64
     shown: U64
     addrs: U64
+    srclines: I64 | None = None  # per entry: id in Profile.srclines, -1 without a line
+    leaf: I64 | None = None  # per stack: the leaf's function (not an inlined frame), when they differ
 
     @classmethod
     def empty(cls) -> StackTable:
@@ -102,6 +105,7 @@ class Profile:
     start_ns: int = 0  # capture start on the sample clock
     trailer: dict[str, Any] = field(default_factory=dict)
     clean_end: bool = True
+    srclines: list[str] = field(default_factory=list)  # "file.c:12" texts the stack table refers to
 
     @property
     def total_samples(self) -> int:
@@ -122,8 +126,18 @@ class Profile:
         return self.frames[frame_id]
 
     def leaf_frames(self) -> I64:
-        """The leaf frame id of every stack."""
+        """The leaf function's frame id of every stack (the symbol the sampled address is in,
+        never an inlined frame: self time goes to real functions, as in perf)."""
+        if self.stack_table.leaf is not None:
+            return self.stack_table.leaf
         return self.stack_frames[self.stack_start[:-1]]
+
+    def leaf_srclines(self) -> I64:
+        """The source line id (in :attr:`srclines`) of every stack's sampled address, -1 without."""
+        lines = self.stack_table.srclines
+        if lines is None or not self.num_stacks:
+            return np.full(self.num_stacks, -1, np.int64)
+        return lines[self.stack_start[:-1]]
 
     def stack_samples(self) -> list[StackSample]:
         """Distinct (thread, stack) pairs with their sample counts and periods, stacks root
@@ -208,7 +222,7 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
         demangle=options.demangle, lost_samples=rep.state.lost + rep.state.lost_samples,
         counts=data.counts, warnings=warnings, recorded_samples=recorded,
         start_ns=_start_ns(reader.header, data.samples), trailer=reader.trailer,
-        clean_end=reader.clean_end,
+        clean_end=reader.clean_end, srclines=resolver.srclines,
     )
     f = options.filters
     if f.dsos or f.symbols:
@@ -241,6 +255,7 @@ def _resolver(reader: CaptureReader, rep: ReplayResult, options: LoadOptions) ->
     return SymbolResolver(
         dsos=rep.dsos, snapshots=rep.snapshots, sources=[ChainSource(chain)], chain=chain,
         kernel=kernel, kernel_note=note, perf_map_dir=options.perf_map_dir,
+        lines=options.srclines or options.inline, inline=options.inline, line_cache_dir=cache_dir(),
     )
 
 
@@ -411,7 +426,39 @@ def resolve_stacks(s: SampleColumns, gen: I64, reps: I64, use_chains: bool,
     counts = np.bincount(owner, minlength=u)
     stack_start = np.zeros(u + 1, dtype=np.int64)
     np.cumsum(counts, out=stack_start[1:])
-    return StackTable(stack_start, res.frame[which], res.offset[which], res.shown[which], addr)
+    table = StackTable(stack_start, res.frame[which], res.offset[which], res.shown[which], addr,
+                       res.srcline[which])
+    return expand_inlined(table, which, res) if res.inlined else table
+
+
+def expand_inlined(table: StackTable, which: I64, res: Resolved) -> StackTable:
+    """Each address with inlined functions becomes several entries, innermost first, the
+    function itself last: ``[inlined..., function]`` in place of ``[function]``."""
+    u = len(res.frame)
+    extra = np.zeros(u, np.int64)
+    for i, chain in res.inlined.items():
+        extra[i] = len(chain)
+    # per unique address, its entries: inlined frames then the function (CSR)
+    ustart = np.zeros(u + 1, np.int64)
+    np.cumsum(extra + 1, out=ustart[1:])
+    uframe = np.empty(int(ustart[-1]), np.int64)
+    uline = np.empty(int(ustart[-1]), np.int64)
+    uframe[ustart[1:] - 1] = res.frame
+    uline[ustart[1:] - 1] = res.srcline
+    for i, chain in res.inlined.items():
+        a = int(ustart[i])
+        uframe[a:a + len(chain)] = [f for f, _ in chain]
+        uline[a:a + len(chain)] = [line for _, line in chain]
+    per_entry = extra[which] + 1
+    idx = ranges(ustart[which], per_entry)
+    lens = np.diff(table.start)
+    owner = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+    start = np.zeros(len(table.start), np.int64)
+    np.cumsum(np.bincount(owner, weights=per_entry, minlength=len(lens)).astype(np.int64), out=start[1:])
+    rep = np.repeat(np.arange(len(which), dtype=np.int64), per_entry)
+    leaf = table.frames[table.start[:-1]] if len(table.frames) else np.zeros(0, np.int64)
+    return StackTable(start, uframe[idx], table.offsets[rep], table.shown[rep], table.addrs[rep],
+                      uline[idx], leaf)
 
 
 def filter_by_leaf(profile: Profile, f: Filters) -> Profile:

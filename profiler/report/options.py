@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from profiler.errors import UsageError
 from profiler.format.container import DEFAULT_CAPTURE
 
-SORT_KEYS: tuple[str, ...] = ("pid", "tid", "comm", "dso", "sym", "cpu")
+SORT_KEYS: tuple[str, ...] = ("pid", "tid", "comm", "dso", "sym", "cpu", "srcline")
 DEFAULT_SORT: tuple[str, ...] = ("comm", "dso", "sym")
 CALLGRAPH_MODES: tuple[str, ...] = ("caller", "callee", "none")
 FORMATS: tuple[str, ...] = ("table", "json", "csv", "folded")
@@ -47,6 +47,8 @@ class LoadOptions:
     callchains: bool = True  # False: only the sampled ip, even when callchains were recorded
     debuginfod: str | None = None  # server URLs (whitespace-separated); None: $DEBUGINFOD_URLS
     offline: bool = False  # never use the network: debuginfod answers only from its cache
+    inline: bool = True  # inlined functions (DWARF) as their own frames in stacks
+    srclines: bool = False  # look up the source line of every address (--sort srcline, script)
 
 
 @dataclass(frozen=True)

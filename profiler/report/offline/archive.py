@@ -40,7 +40,7 @@ import msgpack
 import numpy as np
 import numpy.typing as npt
 
-from profiler.errors import ProfilerError, UsageError
+from profiler.errors import FormatError, ProfilerError, UsageError
 from profiler.format.bulk import load_capture
 from profiler.format.container import CaptureReader, CaptureWriter
 from profiler.report.offline.capture_dsos import DsoUse, scan_capture
@@ -55,7 +55,10 @@ from profiler.report.symbols.chain import (
     SymbolSources,
     packed_key,
 )
+from profiler.report.cache import cache_dir
 from profiler.report.offline.strip import write_stripped_copy
+from profiler.report.symbols.dso import DsoSymbols
+from profiler.report.symbols.srcline import line_table_of
 from profiler.report.symbols.table import SymbolTable
 
 U64 = npt.NDArray[np.uint64]
@@ -228,9 +231,25 @@ def _pack_user(use: DsoUse, finder: SymbolSources, all_symbols: bool) -> tuple[d
     symtab, coverage, count = subset_table(syms.table, _with_return_sites(vaddrs), all_symbols)
     build_id = use.build_id or (layout.build_id if layout is not None else None)
     kind = KIND_VDSO if use.kind == KIND_VDSO else KIND_ELF
-    return {"kind": kind, "path": use.path, "build_id": build_id,
-            "layout": None if layout is None else layout.to_packed(),
-            "symtab": symtab, "count": count, "coverage": coverage, "source": label}, ""
+    payload = {"kind": kind, "path": use.path, "build_id": build_id,
+               "layout": None if layout is None else layout.to_packed(),
+               "symtab": symtab, "count": count, "coverage": coverage, "source": label}
+    lines = _packed_lines(syms, build_id, vaddrs)
+    if lines is not None:
+        payload["lines"] = lines
+    return payload, ""
+
+
+def _packed_lines(syms: DsoSymbols, build_id: str | None, vaddrs: U64) -> dict[str, Any] | None:
+    """Source lines and inline chains of the sampled addresses (DWARF), or None without DWARF."""
+    try:
+        table = line_table_of(syms, build_id, cache_dir())
+    except FormatError:
+        return None
+    if table is None:
+        return None
+    packed = table.to_packed(_with_return_sites(vaddrs).tolist())
+    return packed if packed["functions"] else None
 
 
 def _with_return_sites(addrs: U64) -> U64:

@@ -5,7 +5,8 @@
 * the file name of every ``MMAP``/``MMAP2`` record (and the path of every ``CGROUP``
   record) cut to its base name — in place, the record keeping its size, so its
   ``sample_id`` trailer stays where the kernel put it;
-* the ``path`` of each ``buildids`` entry and of each packed-symbols frame cut likewise;
+* the ``path`` of each ``buildids`` entry and of each packed-symbols frame cut likewise, and
+  the source file names of its packed line table;
 * the recorder's command line and the profiled command in the header cut likewise,
   word by word (``/home/me/bin/app --out=/home/me/x`` becomes ``app x``).
 
@@ -78,6 +79,9 @@ def strip_meta(kind: str, data: dict[str, Any]) -> dict[str, Any]:
         ]
     if kind == "symbols" and isinstance(out.get("path"), str):
         out["path"] = strip_path(out["path"])
+    lines = out.get("lines") if kind == "symbols" else None
+    if isinstance(lines, dict) and isinstance(lines.get("files"), list):
+        out["lines"] = {**lines, "files": [strip_path(f) if isinstance(f, str) else f for f in lines["files"]]}
     return out
 
 

@@ -21,22 +21,30 @@ from typing import TextIO
 from profiler.report.load import Profile
 
 
-def frame_line(profile: Profile, k: int) -> str:
-    """The text line of entry ``k`` of the stack table."""
+def frame_line(profile: Profile, k: int, srcline: bool = False) -> str:
+    """The text line of entry ``k`` of the stack table; with ``srcline``, followed by the
+    entry's ``  file.c:12`` line when DWARF has one (perf script ``-F +srcline``). An inlined
+    function shows as ``name (inlined)`` without an offset, as perf prints it."""
     t = profile.stack_table
     fr = profile.frames[int(t.frames[k])]
     addr = int(t.shown[k])
     if fr.symbol is None:
-        return f"\t{addr:16x} [unknown] ({fr.dso_path})\n"
-    return f"\t{addr:16x} {fr.name(profile.demangle)}+0x{int(t.offsets[k]):x} ({fr.dso_path})\n"
+        text = f"\t{addr:16x} [unknown] ({fr.dso_path})\n"
+    elif fr.inlined:
+        text = f"\t{addr:16x} {fr.name(profile.demangle)} ({fr.dso_path})\n"
+    else:
+        text = f"\t{addr:16x} {fr.name(profile.demangle)}+0x{int(t.offsets[k]):x} ({fr.dso_path})\n"
+    if srcline and t.srclines is not None and t.srclines[k] >= 0:
+        text += f"  {profile.srclines[int(t.srclines[k])]}\n"
+    return text
 
 
-def stack_block(profile: Profile, stack: int) -> str:
+def stack_block(profile: Profile, stack: int, srcline: bool = False) -> str:
     a, b = int(profile.stack_start[stack]), int(profile.stack_start[stack + 1])
-    return "".join(frame_line(profile, k) for k in range(a, b))
+    return "".join(frame_line(profile, k, srcline) for k in range(a, b))
 
 
-def render_script(out: TextIO, profile: Profile, show_cpu: bool | None = None) -> None:
+def render_script(out: TextIO, profile: Profile, show_cpu: bool | None = None, srcline: bool = False) -> None:
     """Write every sample of ``profile`` (already filtered) in time order."""
     s = profile.samples
     cpu = ("cpu" in s.has) if show_cpu is None else show_cpu
@@ -49,7 +57,7 @@ def render_script(out: TextIO, profile: Profile, show_cpu: bool | None = None) -
     for pid, tid, c, t, period, comm, st in cols:
         block = blocks.get(st)
         if block is None:
-            block = blocks[st] = stack_block(profile, st)
+            block = blocks[st] = stack_block(profile, st, srcline)
         cpu_text = f"[{c:03d}] " if cpu else ""
         write(f"{comms[comm]} {pid:5d}/{tid:<5d} {cpu_text}{t // 1_000_000_000:5d}."
               f"{(t % 1_000_000_000) // 1000:06d}: {period:10d} {event}: \n{block}\n")

@@ -62,6 +62,8 @@ def _columns(flat: FlatProfile) -> list[tuple[str, bool, Callable[[FlatRow], str
             cols.append(("Shared Object", False, lambda r: r.dso or ""))
         elif key == "sym":
             cols.append(("Symbol", False, lambda r: f"[{'k' if r.kernel else '.'}] {r.symbol}"))
+        elif key == "srcline":
+            cols.append(("Source:Line", False, lambda r: r.srcline or ""))
     return cols
 
 

@@ -197,7 +197,9 @@ class SymbolSources:
         except (FormatError, KeyError, TypeError) as exc:
             self.warnings.append(f"the packed symbols of {entry.path} are damaged ({exc}); they were ignored.")
             return None
-        return DsoSymbols(Path(entry.path), SymbolStatus.OK, "", table, layout, None, PACKED)
+        lines = entry.data.get("lines")
+        return DsoSymbols(Path(entry.path), SymbolStatus.OK, "", table, layout, None, PACKED,
+                          lines if isinstance(lines, Mapping) else None)
 
     # --- ELF files and the vdso --------------------------------------------------------
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 import enum
 import errno
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy.typing as npt
 
@@ -57,10 +58,19 @@ class DsoSymbols:
     layout: ElfLayout | None = None
     debug_file: Path | None = None
     source: str = ""
+    packed_lines: Mapping[str, Any] | None = None  # a line table packed by ``profiler archive``
 
     @property
     def ok(self) -> bool:
         return self.status is SymbolStatus.OK
+
+    @property
+    def dwarf_file(self) -> Path | None:
+        """The file whose DWARF has this DSO's lines: its debug file, else the binary itself
+        when it kept its ``.symtab`` (an unstripped build); None otherwise."""
+        if self.debug_file is not None:
+            return self.debug_file
+        return self.path if self.source.startswith(".symtab") else None
 
     @property
     def build_id(self) -> str | None:

@@ -18,17 +18,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.errors import FormatError
 from profiler.report.maps import Dso, DsoTable, MapSnapshot
 from profiler.report.symbols.chain import SymbolSources
 from profiler.report.symbols.demangle import demangle
 from profiler.report.symbols.dso import DsoSymbols, SymbolStatus
 from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols
 from profiler.report.symbols.perfmap import parse_perf_map, perf_map_path
+from profiler.report.symbols.srcline import LineTable, line_table_of
 from profiler.report.symbols.table import SymbolTable
 from profiler.report.symbols.unnamed import is_unnamed
 
@@ -52,6 +55,7 @@ class FrameInfo:
     dso_path: str
     kind: str
     addr: int = 0
+    inlined: bool = False  # a function inlined into the one the symbol table names (DWARF)
 
     @property
     def resolved(self) -> bool:
@@ -70,7 +74,8 @@ class FrameInfo:
         """The symbol's display name; ``[unknown]`` when unresolved."""
         if self.symbol is None:
             return UNKNOWN
-        return demangle(self.symbol) if demangled else self.symbol
+        name = demangle(self.symbol) if demangled else self.symbol
+        return f"{name} (inlined)" if self.inlined else name
 
     def label(self, demangled: bool = True) -> str:
         """perf report's Symbol text: the name, or the hex address when unresolved."""
@@ -89,7 +94,8 @@ class FrameTable:
         self._ids: dict[tuple[str, str, str | None, int], int] = {}
 
     def intern(self, frame: FrameInfo) -> int:
-        key = (frame.dso_path, frame.kind, frame.symbol, 0 if frame.symbol is not None else frame.addr)
+        key = (frame.dso_path, frame.kind + ("+inlined" if frame.inlined else ""), frame.symbol,
+               0 if frame.symbol is not None else frame.addr)
         found = self._ids.get(key)
         if found is None:
             found = len(self.frames)
@@ -112,6 +118,12 @@ class Resolved:
     frame: I64
     offset: U64
     shown: U64
+    srcline: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # id in SymbolResolver.srclines, -1
+    inlined: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # i -> (frame, srcline), innermost first
+
+    def __post_init__(self) -> None:
+        if self.srcline.shape[0] != self.frame.shape[0]:
+            self.srcline = np.full(self.frame.shape[0], -1, np.int64)
 
     @classmethod
     def empty(cls, n: int) -> Resolved:
@@ -122,6 +134,9 @@ class Resolved:
         self.frame[where] = part.frame
         self.offset[where] = part.offset
         self.shown[where] = part.shown
+        self.srcline[where] = part.srcline
+        for i, chain in part.inlined.items():
+            self.inlined[int(where[i])] = chain
 
 
 class SymbolSource(Protocol):
@@ -147,8 +162,14 @@ class SymbolResolver:
     use_perf_maps: bool = True
     perf_map_dir: str = "/tmp"
     chain: SymbolSources | None = None
+    lines: bool = False  # look source lines up (DWARF, packed line tables)
+    inline: bool = False  # and expand inlined functions into their own frames
+    line_cache_dir: Path | None = None
     frames: FrameTable = field(default_factory=FrameTable)
     warnings: list[str] = field(default_factory=list)
+    srclines: list[str] = field(default_factory=list)
+    _srcline_ids: dict[str, int] = field(default_factory=dict)
+    _line_tables: dict[int, LineTable | None] = field(default_factory=dict)
     _loaded: dict[int, DsoSymbols | None] = field(default_factory=dict)
     _perf_maps: dict[int, SymbolTable | None] = field(default_factory=dict)
     _kernel_warned: bool = False
@@ -276,7 +297,48 @@ class SymbolResolver:
                 out[i] = self.frames.intern(FrameInfo(syms.table.name(j), short, path, "user"))
             else:
                 out[i] = self.frames.intern(FrameInfo(None, short, path, "user", a))
+        if self.lines or self.inline:
+            table = self._line_table(dso_id, syms)
+            if table is not None:
+                self._add_lines(res, table, vaddrs, found & (idx >= 0), short, path)
         return res
+
+    # --- source lines and inlined frames ------------------------------------------------------
+
+    def srcline_id(self, text: str | None) -> int:
+        """The id of a ``file:line`` text in :attr:`srclines` (-1 for None)."""
+        if text is None:
+            return -1
+        found = self._srcline_ids.get(text)
+        if found is None:
+            found = self._srcline_ids[text] = len(self.srclines)
+            self.srclines.append(text)
+        return found
+
+    def _line_table(self, dso_id: int, syms: DsoSymbols) -> LineTable | None:
+        if dso_id not in self._line_tables:
+            table: LineTable | None = None
+            try:
+                table = line_table_of(syms, self.dsos[dso_id].build_id, self.line_cache_dir)
+            except FormatError as exc:
+                self.warnings.append(f"the packed source lines of {syms.path} are damaged ({exc}); ignored.")
+            self._line_tables[dso_id] = table
+        return self._line_tables[dso_id]
+
+    def _add_lines(self, res: Resolved, table: LineTable, vaddrs: U64, ok: npt.NDArray[np.bool_],
+                   short: str, path: str) -> None:
+        """Each address's source line and, with ``inline``, the inlined functions around it."""
+        for i in np.flatnonzero(ok).tolist():
+            chain = table.lookup(int(vaddrs[i]))
+            if not chain:
+                continue
+            if not self.inline or len(chain) == 1:
+                res.srcline[i] = self.srcline_id(chain[0].srcline)
+                continue
+            res.srcline[i] = self.srcline_id(chain[-1].srcline)  # the call site in the real function
+            res.inlined[i] = tuple(
+                (self.frames.intern(FrameInfo(fr.function, short, path, "user", inlined=True)),
+                 self.srcline_id(fr.srcline)) for fr in chain[:-1])
 
     def _resolve_unmapped(self, dso_id: int, pid: I64, addr: U64, offset: U64) -> Resolved:
         """Addresses in anonymous memory or in no map: JIT symbols from /tmp/perf-PID.map."""
