@@ -9,7 +9,7 @@ PROFILER := $(VENV)/bin/profiler
 OUT    ?= out
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle clean
+.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline clean
 
 venv: $(STAMP)
 
@@ -54,7 +54,7 @@ test: venv browser-deps debuginfod-deps
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle
+bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline
 
 bench-decode: venv
 	$(PY) benchmarks/bench_decode.py
@@ -73,6 +73,9 @@ bench-symtab: venv
 
 bench-names: venv
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_names.py
+
+bench-srcline: venv fixtures
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_srcline.py
 
 bench-demangle: venv
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_demangle.py

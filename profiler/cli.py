@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "script": ("script", "Print every sample in perf script's text layout."),
     "flamegraph": ("flamegraph", "Write a self-contained interactive HTML flame graph."),
     "export": ("export", "Export a capture to folded stacks or speedscope JSON."),
+    "annotate": ("annotate", "Disassemble a function with the share of samples per instruction and line."),
     "archive": ("archive", "Pack the symbols a capture needs into it, for other machines."),
     "buildids": ("buildids", "List the capture's DSOs, build-ids and symbol sources."),
     "info": ("info", "Describe a capture: header, events, record counts, clean end."),

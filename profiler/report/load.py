@@ -106,6 +106,7 @@ class Profile:
     trailer: dict[str, Any] = field(default_factory=dict)
     clean_end: bool = True
     srclines: list[str] = field(default_factory=list)  # "file.c:12" texts the stack table refers to
+    resolver: SymbolResolver | None = None  # what resolved the frames (its DSOs, symbols, lines)
 
     @property
     def total_samples(self) -> int:
@@ -222,7 +223,7 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
         demangle=options.demangle, lost_samples=rep.state.lost + rep.state.lost_samples,
         counts=data.counts, warnings=warnings, recorded_samples=recorded,
         start_ns=_start_ns(reader.header, data.samples), trailer=reader.trailer,
-        clean_end=reader.clean_end, srclines=resolver.srclines,
+        clean_end=reader.clean_end, srclines=resolver.srclines, resolver=resolver,
     )
     f = options.filters
     if f.dsos or f.symbols:

@@ -315,6 +315,15 @@ class SymbolResolver:
             self.srclines.append(text)
         return found
 
+    def dso_id_of(self, path: str) -> int | None:
+        """The id of the DSO recorded at ``path`` (the first, if it was mapped with several build-ids)."""
+        return next((i for i, d in enumerate(self.dsos.dsos) if d.path == path), None)
+
+    def line_table(self, dso_id: int) -> LineTable | None:
+        """The DSO's source lines (DWARF or packed), or None."""
+        syms = self.dso_symbols(dso_id)
+        return None if syms is None else self._line_table(dso_id, syms)
+
     def _line_table(self, dso_id: int, syms: DsoSymbols) -> LineTable | None:
         if dso_id not in self._line_tables:
             table: LineTable | None = None
