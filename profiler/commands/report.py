@@ -126,7 +126,7 @@ def command(sort: str, children: bool, call_graph: str | None, callchain_thresho
     load = load_options(kwargs)
     if not children and call_graph == "none" and format_ != "folded":
         # The flat self profile needs only each sample's ip: skip the call chains entirely.
-        load = replace(load, callchains=False)
+        load = replace(load, callchains=False, inline=False)  # inlined frames change no flat row
     keys = parse_sort(sort)
     if "srcline" in keys:
         load = replace(load, srclines=True)

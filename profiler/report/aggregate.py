@@ -108,11 +108,6 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     sample_cols: dict[str, npt.NDArray[Any]] = {"pid": s.pid, "tid": s.tid, "comm": profile.comm,
                                                 "cpu": s.cpu}
     fkey, dso_info = frame_keys(profile, sort)
-    line_texts: list[str] = []
-    if "srcline" in sort:
-        stack_lines, line_texts = srcline_keys(profile)
-        attr_names.append("srcline")
-        sample_cols["srcline"] = stack_lines[profile.stack] if len(profile.stack) else stack_lines
 
     # 1. groups of samples with the same stack and attributes
     cols = [profile.stack] + [sample_cols[k] for k in attr_names]
@@ -122,6 +117,11 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     g_first = order[starts]
     g_stack = profile.stack[g_first]
     g_attrs = [sample_cols[k][g_first] for k in attr_names]
+    line_texts: list[str] = []
+    if "srcline" in sort:  # a function of the stack: keyed per group, not per sample
+        stack_lines, line_texts = srcline_keys(profile)
+        attr_names.append("srcline")
+        g_attrs.append(stack_lines[g_stack])
 
     # 2. self: the leaf's key
     leaf_key = fkey[profile.leaf_frames()[g_stack]] if len(g_stack) else np.zeros(0, np.int64)
