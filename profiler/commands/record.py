@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import click
@@ -56,8 +57,8 @@ def options_from_cli(
 ) -> RecordOptions:
     cpus = _cpus(cpu)
     pids, tids = _int_list(pid, "-p"), _int_list(tid, "-t")
-    # -C alone means those CPUs system-wide, as in perf.
-    system_wide = all_cpus or (cpus is not None and not command and not pids and not tids)
+    # -C means those CPUs system-wide, as in perf; with a command, for as long as it runs.
+    system_wide = all_cpus or (cpus is not None and not pids and not tids)
     page_size = os.sysconf("SC_PAGE_SIZE")
     opts = RecordOptions(
         command=command,
@@ -117,8 +118,20 @@ def command(command: tuple[str, ...], archive: bool, **kwargs: object) -> None:
     result = record(opts)
     if archive:
         archive_after_recording(result.path, opts.quiet)
+    if result.stopped_by is not None:
+        die_by_signal(result.stopped_by)
     if result.exit_code:
         sys.exit(result.exit_code)
+
+
+def die_by_signal(signum: int) -> None:
+    """Stopped by SIGINT/SIGTERM, the recorder ends by the same signal once the capture is
+    written, as perf does: the shell sees 130 (143), and a script's loop stops on Ctrl-C."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    sys.exit(128 + signum)  # only reached if the signal is blocked
 
 
 def archive_after_recording(path: str, quiet: bool) -> None:

@@ -13,6 +13,7 @@ DEFAULT_FREQ = 4000  # perf's default; the docs say that higher rates slow the t
 DEFAULT_DATA_PAGES = 128  # 512 KiB per CPU with 4 KiB pages, like perf; 1 control page on top
 DEFAULT_OUTPUT = DEFAULT_CAPTURE
 MAX_SAMPLE_RATE = Path("/proc/sys/kernel/perf_event_max_sample_rate")
+MAX_STACK = Path("/proc/sys/kernel/perf_event_max_stack")
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,6 @@ class RecordOptions:
             raise UsageError("-a (all CPUs) cannot be combined with -p or -t.")
         if self.command and (self.pids or self.tids):
             raise UsageError("give either a command or -p/-t, not both.")
-        if self.system_wide and self.command:
-            raise UsageError("-a records whole CPUs; bound it with --duration instead of a command.")
         if self.freq is not None and self.period is not None:
             raise UsageError("-F (frequency) and -c (period) cannot be used together.")
         if self.freq is not None:
@@ -58,8 +57,8 @@ class RecordOptions:
             raise UsageError("--user-only and --kernel-only exclude each other.")
         if self.duration is not None and self.duration <= 0:
             raise UsageError("--duration must be a positive number of seconds.")
-        if self.callchain_max_stack is not None and not 1 <= self.callchain_max_stack <= 0xFFFF:
-            raise UsageError("--callchain-max-stack must be between 1 and 65535.")
+        if self.callchain_max_stack is not None:
+            _check_max_stack(self.callchain_max_stack)
         if self.cpus is not None and not self.cpus:
             raise UsageError("-C needs at least one CPU.")
 
@@ -75,6 +74,20 @@ def _check_freq(freq: int) -> None:
         raise UsageError(
             f"-F {freq} exceeds the kernel's limit of {limit} Hz "
             "(kernel.perf_event_max_sample_rate)."
+        )
+
+
+def _check_max_stack(depth: int) -> None:
+    if not 1 <= depth <= 0xFFFF:
+        raise UsageError("--callchain-max-stack must be between 1 and 65535.")
+    try:
+        limit = int(MAX_STACK.read_text().strip())
+    except (OSError, ValueError):
+        return
+    if depth > limit:
+        raise UsageError(
+            f"--callchain-max-stack {depth} exceeds the kernel's limit of {limit} frames "
+            "(kernel.perf_event_max_stack in /proc/sys/kernel/perf_event_max_stack)."
         )
 
 

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import Any, TextIO
 
@@ -29,7 +29,7 @@ from profiler.format import records as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
 from profiler.format.container import CaptureWriter
 from profiler.record import metadata, synth
-from profiler.record.events import EventSpec, default_event, parse_events
+from profiler.record.events import EventSpec, default_event, parse_events, split_modifiers
 from profiler.record.options import DEFAULT_FREQ, RecordOptions
 from profiler.record.session import OpenedEvent, Session
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
@@ -49,6 +49,7 @@ class RecordResult:
     bytes_written: int
     lost_per_cpu: dict[int, int] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
+    stopped_by: int | None = None  # the SIGINT/SIGTERM that ended the recording
 
     def closing_line(self) -> str:
         mb = self.bytes_written / 1e6
@@ -108,9 +109,23 @@ def build_attr(
 
 def resolve_events(opts: RecordOptions) -> tuple[list[EventSpec], list[str]]:
     if opts.events:
-        return parse_events(opts.events), []
-    spec, notice = default_event()
-    return [spec], [notice] if notice else []
+        specs = parse_events(opts.events)
+        notices = []
+    else:
+        spec, notice = default_event()
+        specs, notices = [spec], [notice] if notice else []
+    return [_privilege_label(spec, opts) for spec in specs], notices
+
+
+def _privilege_label(spec: EventSpec, opts: RecordOptions) -> EventSpec:
+    """``--kernel-only`` / ``--user-only`` show in the event's name as perf's ``:k`` / ``:u``
+    modifiers do (``cpu-clock:k``), unless the event already carries modifiers."""
+    suffix = "k" if opts.kernel_only else "u" if opts.user_only else ""
+    if not suffix or spec.type == PERF_TYPE_TRACEPOINT or spec.exclude_user or spec.exclude_kernel:
+        return spec
+    if split_modifiers(spec.name)[1]:
+        return spec
+    return replace(spec, name=f"{spec.name}:{suffix}")
 
 
 def resolve_cpus(opts: RecordOptions) -> list[int]:
@@ -196,6 +211,8 @@ class Recorder:
     # setup ---------------------------------------------------------------------------------
 
     def _pids_to_open(self) -> list[int]:
+        if self.opts.system_wide:
+            return [-1]
         if self.child is not None:
             return [self.child.pid]
         if self.threads:
@@ -203,7 +220,7 @@ class Recorder:
         return [-1]
 
     def _open_events(self, specs: list[EventSpec], cpus: list[int]) -> None:
-        command = self.child is not None
+        command = self.child is not None and not self.opts.system_wide
         inherit = self.opts.inherit and (command or bool(self.opts.pids))
         data_size = self.opts.data_pages * self.page_size
         for index, spec in enumerate(specs):
@@ -361,11 +378,11 @@ class Recorder:
             self._print_notices()
             with _installed(stopper):
                 self.session.register_wakeup(stopper.read_fd)
+                if self.child is None or self.opts.system_wide:
+                    self.session.enable()  # whole CPUs count from now, the command or not
                 if self.child is not None:
                     self._released = True
                     self.child.release()
-                else:
-                    self.session.enable()
                 self._synthesize(writer, kallsyms_text, modules_text)
                 try:
                     self._loop(writer, stopper)
@@ -393,6 +410,7 @@ class Recorder:
         )
         self.session.close()
         result.exit_code = self._wait_for_command(stopper.signal, error is not None)
+        result.stopped_by = stopper.signal
         if error is not None:
             raise error
         return result

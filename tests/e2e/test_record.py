@@ -319,8 +319,8 @@ def test_signal_stops_cleanly_and_reaches_the_command(sig: int, workloads: Path,
     time.sleep(0.3)
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 3, stderr  # sigcatch's own exit status
-    assert f"got signal {int(sig)}" in stdout
+    assert proc.returncode == -sig, stderr  # ends by the signal once written, as perf does
+    assert f"got signal {int(sig)}" in stdout  # which reached the command
     assert "Traceback" not in stderr
     with CaptureReader.open(out) as reader:
         assert reader.clean_end

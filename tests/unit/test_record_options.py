@@ -3,6 +3,7 @@ so nothing is opened), and RecordOptions validation."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,7 +50,7 @@ def test_every_option(captured: list[RecordOptions]) -> None:
     opts = captured[0]
     assert opts.events == ("cpu-clock", "task-clock,page-faults")
     assert (opts.freq, opts.callgraph, opts.callchain_max_stack) == (999, True, 32)
-    assert opts.cpus == (0, 1) and not opts.system_wide  # a command restricted to CPUs
+    assert opts.cpus == (0, 1) and opts.system_wide  # as perf: those CPUs, while the command runs
     assert (opts.data_pages, opts.output, opts.quiet) == (16, "x.prof", True)
     assert opts.user_only and opts.data_mmaps and not opts.inherit and opts.duration == 1.5
 
@@ -90,6 +91,22 @@ def test_bad_options_are_one_sentence(captured: list[RecordOptions], args: list[
     assert message in str(result.exception)
     assert str(result.exception).count(". ") == 0 and str(result.exception).endswith(".")
     assert captured == []
+
+
+def test_all_cpus_with_a_command(captured: list[RecordOptions]) -> None:
+    assert invoke("-a", "--", "sleep", "1").exit_code == 0
+    assert captured[0].system_wide and captured[0].command == ("sleep", "1")
+
+
+def test_max_stack_names_the_kernel_limit(captured: list[RecordOptions], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    limit = tmp_path / "perf_event_max_stack"
+    limit.write_text("127\n")
+    monkeypatch.setattr("profiler.record.options.MAX_STACK", limit)
+    result = invoke("-g", "--callchain-max-stack", "1000", "--", "true")
+    assert isinstance(result.exception, UsageError)
+    assert "exceeds the kernel's limit of 127 frames" in str(result.exception)
+    assert invoke("-g", "--callchain-max-stack", "127", "--", "true").exit_code == 0
 
 
 def test_mmap_sizes() -> None:
