@@ -10,12 +10,13 @@ from typing import Any, TypeVar
 import click
 
 from profiler.errors import UsageError
+from profiler.report.tracepoints import parse_trace_filter
 from profiler.report.options import (
     Filters,
     LoadOptions,
     parse_int_list,
     parse_str_list,
-    parse_time_range,
+    parse_time,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,7 +31,10 @@ _OPTIONS: list[Callable[[F], F]] = [
     click.option("--dso", help="Only samples whose leaf is in these DSOs (name or path)."),
     click.option("--symbol", help="Only samples whose leaf is one of these symbols."),
     click.option("--time", "time_", metavar="START,END",
-                 help="Only this time range, seconds from the capture's start."),
+                 help="Only these time ranges: START,END in seconds as script prints them (or from the "
+                      "capture's start), several separated by spaces, or percentages 10%-20%, 10%/2."),
+    click.option("--trace-filter", metavar="EXPR",
+                 help="Tracepoint samples whose fields match, e.g. 'prev_comm == \"sh\" && next_pid != 0'."),
     click.option("--event", help="The event to use, for captures with several (default: the first)."),
     click.option("--no-demangle", is_flag=True, help="Show C++ and Rust names as stored."),
     click.option("--symfs", metavar="DIR",
@@ -47,7 +51,7 @@ _OPTIONS: list[Callable[[F], F]] = [
                  help="Show functions inlined by the compiler as their own frames (from DWARF)."),
 ]
 
-_NAMES = ("input_", "comm", "pid", "tid", "cpu", "dso", "symbol", "time_", "event", "no_demangle",
+_NAMES = ("input_", "comm", "pid", "tid", "cpu", "dso", "symbol", "time_", "trace_filter", "event", "no_demangle",
           "symfs", "debug_dir", "kallsyms", "debuginfod", "offline", "inline")
 
 
@@ -65,7 +69,8 @@ def load_options(kwargs: dict[str, Any]) -> LoadOptions:
 
 def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None = None,
                           tid: str | None = None, cpu: str | None = None, dso: str | None = None,
-                          symbol: str | None = None, time_: str | None = None, event: str | None = None,
+                          symbol: str | None = None, time_: str | None = None,
+                          trace_filter: str | None = None, event: str | None = None,
                           no_demangle: bool = False, symfs: str | None = None,
                           debug_dir: tuple[str, ...] = (), kallsyms: str | None = None,
                           debuginfod: str | None = None, offline: bool = False,
@@ -78,9 +83,13 @@ def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None 
         cpus=parse_int_list(cpu, "--cpu") if cpu else (),
         dsos=parse_str_list(dso) if dso else (),
         symbols=parse_str_list(symbol) if symbol else (),
-        time=parse_time_range(time_) if time_ else (None, None),
+        time=parse_time(time_) if time_ else (),
+        time_text=time_ or "",
+        trace=trace_filter,
         event=event,
     )
+    if trace_filter is not None:
+        parse_trace_filter(trace_filter)  # a usage error now, not after decoding
     if symfs is not None and not os.path.isdir(symfs):
         what = "is not a directory" if os.path.exists(symfs) else "does not exist"
         raise UsageError(f"--symfs {symfs} {what}: it must name the root the recorded files are under.")

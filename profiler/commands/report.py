@@ -11,7 +11,7 @@ import click
 from profiler.commands._common import warn
 from profiler.commands._profile_opts import load_options, profile_options
 from profiler.errors import ReportError
-from profiler.report.options import CALLGRAPH_MODES, FORMATS, Filters, ReportOptions, parse_sort
+from profiler.report.options import CALLGRAPH_MODES, FORMATS, PERCENTAGES, Filters, ReportOptions, parse_sort
 
 
 def describe_filters(f: Filters) -> str:
@@ -20,9 +20,10 @@ def describe_filters(f: Filters) -> str:
                         ("--dso", f.dsos), ("--symbol", f.symbols)):
         if value:
             parts.append(f"{name} {','.join(str(v) for v in value)}")
-    if f.time != (None, None):
-        lo, hi = f.time
-        parts.append(f"--time {'' if lo is None else lo},{'' if hi is None else hi}")
+    if f.time:
+        parts.append(f"--time {f.time_text}")
+    if f.trace:
+        parts.append(f"--trace-filter {f.trace}")
     return " ".join(parts)
 
 
@@ -82,7 +83,8 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
     graph = profile.has_callchains and mode != "none"
     children = opts.children and profile.has_callchains
     order = mode if mode in ("caller", "callee") else default_order(children)
-    flat = aggregate(profile, opts.sort, children, opts.percent_limit, keep_stacks=graph)
+    flat = aggregate(profile, opts.sort, children, opts.percent_limit, keep_stacks=graph,
+                     percentage=opts.percentage)
 
     def tree_of(row: int) -> Any:
         return row_tree(profile, flat, row, order, opts.callchain_threshold)
@@ -115,13 +117,16 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
 @click.option("--callchain-threshold", type=float, default=ReportOptions.callchain_threshold,
               show_default=True, help="Hide call graph branches below this percent of the total.")
 @click.option("--percent-limit", type=float, default=0.0, help="Hide rows below this percent.")
+@click.option("--percentage", type=click.Choice(PERCENTAGES), default=ReportOptions.percentage, show_default=True,
+              help="Under --comm/--pid/--tid/--dso/--symbol/--trace-filter: percent of all samples (absolute, "
+                   "as perf) or of those shown (relative). --time and --cpu drop samples in both.")
 @click.option("--format", "format_", type=click.Choice(FORMATS), default="table", show_default=True,
               help="table, json or csv rows; folded: one line per distinct stack (comm;root;...;leaf "
                    "count), as 'profiler export -f folded' writes for flamegraph.pl and inferno.")
 @click.option("--stats", is_flag=True, help="Record counts by type and lost samples, instead of the profile.")
 @click.option("--header", is_flag=True, help="Print the capture's header instead of the profile.")
 def command(sort: str, children: bool, call_graph: str | None, callchain_threshold: float,
-            percent_limit: float, format_: str, stats: bool, header: bool, **kwargs: Any) -> None:
+            percent_limit: float, percentage: str, format_: str, stats: bool, header: bool, **kwargs: Any) -> None:
     """Print a flat or call-graph profile of a capture."""
     load = load_options(kwargs)
     if not children and call_graph == "none" and format_ != "folded":
@@ -132,5 +137,6 @@ def command(sort: str, children: bool, call_graph: str | None, callchain_thresho
         load = replace(load, srclines=True)
     opts = ReportOptions(load=load, sort=keys, children=children, callgraph=call_graph,
                          callchain_threshold=callchain_threshold, percent_limit=percent_limit,
+                         percentage=percentage,
                          format=format_, stats=stats, header=header)
     run_report(opts, sys.stdout)

@@ -361,7 +361,7 @@ class _SampleBuilder:
 
     def add(self, views: _Views, offs: I64, sizes: I64, seq: I64) -> None:
         events = self.events
-        if events.uniform or not events.identifier:
+        if len(events.events) == 1 or not events.identifier:  # same layouts still differ by id
             self._add_group(views, events.default, offs, sizes, seq)
             return
         ident = views.w64[(offs >> 3) + 1] if len(offs) else np.zeros(0, dtype=np.uint64)

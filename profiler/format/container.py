@@ -42,7 +42,7 @@ from profiler.errors import (
 MAGIC = b"\x7fPROFCAP"
 DEFAULT_CAPTURE = "profile.prof"  # what `profiler record` writes and every reader opens by default
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 0
+FORMAT_MINOR = 1
 
 _FILE_HEAD = struct.Struct("<8sHHII")  # magic, major, minor, header_len, crc32
 _FRAME_HEAD = struct.Struct("<BBHIII")  # kind, flags, cpu, length, seq, crc32

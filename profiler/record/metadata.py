@@ -130,3 +130,18 @@ def build_id_entries(
         if bid:
             entries.append({"path": path, "build_id": bid, "source": "file"})
     return entries
+
+
+def tracepoint_formats(names: Iterable[str]) -> dict[str, Any]:
+    """The ``format`` file of each ``sys:name`` tracepoint, as text, for the
+    ``tracepoint_formats`` metadata: another machine decodes the payloads with it."""
+    from profiler.record.events import tracefs_root
+
+    root = tracefs_root()
+    entries = []
+    for name in names:
+        subsystem, _, event = name.partition(":")
+        text = _read_text(root / "events" / subsystem / event / "format") if root else ""
+        if text:
+            entries.append({"event": name, "format": text})
+    return {"entries": entries}

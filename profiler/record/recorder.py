@@ -72,6 +72,8 @@ def build_attr(
     sample_type = SAMPLE_BASE
     if opts.callgraph:
         sample_type |= R.PERF_SAMPLE_CALLCHAIN
+    if spec.type == PERF_TYPE_TRACEPOINT:
+        sample_type |= R.PERF_SAMPLE_RAW  # the tracepoint's payload, as perf records it
     if several:
         sample_type |= R.PERF_SAMPLE_IDENTIFIER
     attr = new_attr(
@@ -375,6 +377,9 @@ class Recorder:
         stopper = Stopper(self.child)
         try:
             kallsyms_text, modules_text = self._write_host_facts(writer)
+            tracepoints = [s.name for s in specs if s.type == PERF_TYPE_TRACEPOINT]
+            if tracepoints:
+                writer.write_meta("tracepoint_formats", metadata.tracepoint_formats(tracepoints))
             self._print_notices()
             with _installed(stopper):
                 self.session.register_wakeup(stopper.read_fd)

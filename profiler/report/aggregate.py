@@ -100,8 +100,11 @@ def _group(columns: list[npt.NDArray[Any]]) -> tuple[I64, I64]:
 
 
 def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
-              percent_limit: float = 0.0, keep_stacks: bool = False) -> FlatProfile:
-    """Build the flat profile; ``children`` is ignored without callchains."""
+              percent_limit: float = 0.0, keep_stacks: bool = False,
+              percentage: str = "absolute") -> FlatProfile:
+    """Build the flat profile; ``children`` is ignored without callchains. ``percentage``
+    as perf's: "absolute" (its default) keeps the total of the samples before the entry
+    filters (--comm/--pid/--tid/--dso/--symbol/--trace-filter), "relative" is of those left."""
     children = children and profile.has_callchains
     s = profile.samples
     attr_names = [k for k in SAMPLE_KEYS if k in sort]
@@ -143,7 +146,9 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     keys = list(child_rows) if children else list(self_rows)
     rows = [_row(profile, sort, attr_names, dso_info, k, self_rows.get(k, (0, 0)), child_rows.get(k, (0, 0)),
                  line_texts) for k in keys]
-    total = profile.total_period
+    total, total_samples = profile.total_period, profile.total_samples
+    if percentage == "absolute" and profile.base_period:
+        total, total_samples = profile.base_period, profile.base_samples
 
     def primary(r: FlatRow) -> int:
         return r.children_period if children else r.self_period
@@ -153,7 +158,7 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     if percent_limit > 0 and total:
         order_keys = [i for i in order_keys if 100.0 * primary(rows[i]) / total >= percent_limit]
     rows_sorted = [rows[i] for i in order_keys]
-    flat = FlatProfile(profile.event, sort, children, profile.total_samples, total,
+    flat = FlatProfile(profile.event, sort, children, total_samples, total,
                        profile.lost_samples, rows_sorted)
     if keep_stacks:
         _attach_stacks(flat, [keys[i] for i in order_keys], contrib_cols, contrib_w, contrib_stack)

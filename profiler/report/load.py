@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.errors import FormatError, ReportError
+from profiler.errors import FormatError, ReportError, UsageError
 from profiler.format.bulk import (
     CONTEXT_KERNEL,
     CONTEXT_MAX,
@@ -42,13 +42,15 @@ from profiler.format.bulk import (
     ranges,
 )
 from profiler.format.container import CaptureReader
-from profiler.report.options import Filters, LoadOptions
+from profiler.format.tracepoint import TraceFormat
+from profiler.report.options import Filters, LoadOptions, TimeRange
 from profiler.report.model import Frame, StackSample
 from profiler.report.replay import ReplayResult, replay
 from profiler.report.cache import cache_dir
 from profiler.report.symbols.chain import ChainSource, SymbolSources
 from profiler.report.symbols.debuginfod import DebuginfodClient
 from profiler.report.symbols.resolver import FrameInfo, FrameTable, Resolved, SymbolResolver
+from profiler.report.tracepoints import filter_mask, is_tracepoint, parse_trace_filter, raw_payloads, trace_format
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -107,6 +109,11 @@ class Profile:
     clean_end: bool = True
     srclines: list[str] = field(default_factory=list)  # "file.c:12" texts the stack table refers to
     resolver: SymbolResolver | None = None  # what resolved the frames (its DSOs, symbols, lines)
+    base_samples: int = 0  # of this event after --time/--cpu, before the entry filters
+    base_period: int = 0
+    trace_format: TraceFormat | None = None  # a tracepoint event's stored format
+    raw: npt.NDArray[Any] | None = None  # per sample: PERF_SAMPLE_RAW bytes (LoadOptions.payloads)
+    byte_order: str = "little"
 
     @property
     def total_samples(self) -> int:
@@ -204,10 +211,19 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
     s = data.samples
     of_event = s.event == ev_index
     recorded = int(np.count_nonzero(of_event))
-    mask = of_event & _sample_mask(s, rep, options.filters, _start_ns(reader.header, s))
+    # perf's split: --time and --cpu drop samples; the other filters select entries, and
+    # "--percentage absolute" keeps the total of the samples before them (base_*)
+    kept = of_event & _sample_mask(s, options.filters, _start_ns(reader.header, s))
+    base_samples = int(np.count_nonzero(kept))
+    base_period = int(s.period[kept].sum(dtype=np.uint64)) if base_samples else 0
+    mask = kept & _entry_mask(s, rep, options.filters)
     if not mask.all():
         s = s.take(mask)
     gen, comm = rep.sample_gen[mask], rep.sample_comm[mask]
+    tfmt, raw = _trace_payloads(reader, ev_index, names[ev_index], s, options)
+    if tfmt is not None and raw is not None and options.filters.trace:
+        keep = filter_mask(tfmt, parse_trace_filter(options.filters.trace), raw, _byte_order(reader))
+        s, gen, comm, raw = s.take(keep), gen[keep], comm[keep], raw[keep]
 
     say("resolving")
     has_chains = "callchain" in s.has and options.callchains
@@ -224,11 +240,32 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
         counts=data.counts, warnings=warnings, recorded_samples=recorded,
         start_ns=_start_ns(reader.header, data.samples), trailer=reader.trailer,
         clean_end=reader.clean_end, srclines=resolver.srclines, resolver=resolver,
+        base_samples=base_samples, base_period=base_period, trace_format=tfmt, raw=raw, byte_order=_byte_order(reader),
     )
     f = options.filters
     if f.dsos or f.symbols:
         profile = filter_by_leaf(profile, f)
     return profile
+
+
+def _byte_order(reader: CaptureReader) -> str:
+    return "big" if reader.header.get("byte_order") == "big" else "little"
+
+
+def _trace_payloads(reader: CaptureReader, index: int, name: str, s: SampleColumns,
+                    options: LoadOptions) -> tuple[TraceFormat | None, npt.NDArray[Any] | None]:
+    """A tracepoint event's stored format and, when asked for (or a --trace-filter needs
+    them), the payloads of the selected samples."""
+    wanted = options.payloads or bool(options.filters.trace)
+    if not is_tracepoint(reader.header, index):
+        if options.filters.trace:
+            raise UsageError(f"--trace-filter selects tracepoint samples by field: '{name}' is not a tracepoint.")
+        return None, None
+    tfmt = trace_format(reader, name)
+    if tfmt is None and options.filters.trace:
+        raise UsageError(f"--trace-filter: the capture does not hold the format of {name} "
+                         "(recorded by an older profiler).")
+    return tfmt, raw_payloads(reader, s.seq) if wanted else None
 
 
 def select_event(names: list[str], wanted: str | None) -> int:
@@ -267,22 +304,53 @@ def _start_ns(header: dict[str, Any], s: SampleColumns) -> int:
     return int(s.time.min()) if len(s) else 0
 
 
-def _sample_mask(s: SampleColumns, rep: ReplayResult, f: Filters, start_ns: int) -> npt.NDArray[np.bool_]:
+def _sample_mask(s: SampleColumns, f: Filters, start_ns: int) -> npt.NDArray[np.bool_]:
+    mask = np.ones(len(s), dtype=bool)
+    if f.cpus:
+        mask &= np.isin(s.cpu, np.asarray(f.cpus, dtype=np.int64))
+    if f.time:
+        mask &= time_mask(s.time, f.time, start_ns)
+    return mask
+
+
+def _entry_mask(s: SampleColumns, rep: ReplayResult, f: Filters) -> npt.NDArray[np.bool_]:
     mask = np.ones(len(s), dtype=bool)
     if f.pids:
         mask &= np.isin(s.pid, np.asarray(f.pids, dtype=np.int64))
     if f.tids:
         mask &= np.isin(s.tid, np.asarray(f.tids, dtype=np.int64))
-    if f.cpus:
-        mask &= np.isin(s.cpu, np.asarray(f.cpus, dtype=np.int64))
     if f.comms:
         wanted = [i for i, name in enumerate(rep.comm_names) if name in f.comms]
         mask &= np.isin(rep.sample_comm, np.asarray(wanted, dtype=np.int64))
-    lo, hi = f.time
-    if lo is not None:
-        mask &= s.time >= np.uint64(max(0, start_ns + int(lo * 1e9)))
-    if hi is not None:
-        mask &= s.time <= np.uint64(max(0, start_ns + int(hi * 1e9)))
+    return mask
+
+
+def time_bounds(r: TimeRange, times: U64, start_ns: int) -> tuple[int, int]:
+    """[lo, hi] in sample-clock ns of one ``--time`` range. Seconds at or after the capture's
+    start are perf's absolute timestamps; smaller ones count from the start. Percentages are
+    of the span from the first sample to the last (of every event), as in perf."""
+    top = (1 << 64) - 1
+    if r.unit == "%":
+        first, last = (int(times.min()), int(times.max())) if len(times) else (0, 0)
+        span = last - first
+        lo = first + int(round((r.start or 0.0) * span))
+        hi = first + int(round((1.0 if r.end is None else r.end) * span))
+        return lo, hi if r.inclusive_end else hi - 1
+    start_s = start_ns / 1e9
+
+    def at(sec: float) -> int:
+        return int(round(sec * 1e9)) if sec >= start_s else start_ns + int(round(sec * 1e9))
+
+    lo = 0 if r.start is None else max(0, at(r.start))
+    hi = top if r.end is None else max(0, at(r.end))
+    return lo, hi
+
+
+def time_mask(times: U64, ranges: tuple[TimeRange, ...], start_ns: int) -> npt.NDArray[np.bool_]:
+    mask = np.zeros(len(times), dtype=bool)
+    for r in ranges:
+        lo, hi = time_bounds(r, times, start_ns)
+        mask |= (times >= np.uint64(lo)) & (times <= np.uint64(hi))
     return mask
 
 
@@ -475,6 +543,8 @@ def filter_by_leaf(profile: Profile, f: Filters) -> Profile:
     if mask.all():
         return profile
     profile.samples = profile.samples.take(mask)
+    if profile.raw is not None:
+        profile.raw = profile.raw[mask]
     profile.comm = profile.comm[mask]
     profile.stack = profile.stack[mask]
     return profile

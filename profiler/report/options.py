@@ -11,12 +11,30 @@ SORT_KEYS: tuple[str, ...] = ("pid", "tid", "comm", "dso", "sym", "cpu", "srclin
 DEFAULT_SORT: tuple[str, ...] = ("comm", "dso", "sym")
 CALLGRAPH_MODES: tuple[str, ...] = ("caller", "callee", "none")
 FORMATS: tuple[str, ...] = ("table", "json", "csv", "folded")
+PERCENTAGES: tuple[str, ...] = ("absolute", "relative")
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """One ``--time`` range. ``unit`` "s": seconds, either perf's absolute timestamps (as
+    ``script`` prints them) or, for values before the capture's start, seconds from the start;
+    ``unit`` "%": fractions (0..1) of the span from the first sample to the last. An end of
+    None is open; ``inclusive_end`` is False for a slice followed by another slice."""
+
+    unit: str
+    start: float | None
+    end: float | None
+    inclusive_end: bool = True
+
+
+_TIME_HELP = ("START,END in seconds (as script prints them, or from the capture's start), several "
+              "ranges separated by spaces, or percentages: 10%-20%, 10%/2, 0%-10%,30%-40%")
 
 
 @dataclass(frozen=True)
 class Filters:
-    """Which samples count. Empty tuples mean "all"; ``time`` is (start, end) in seconds from
-    the capture's start, either end None for open."""
+    """Which samples count. Empty tuples mean "all"; ``time`` lists ranges (``--time``), a
+    sample counts when it is in any of them."""
 
     comms: tuple[str, ...] = ()
     pids: tuple[int, ...] = ()
@@ -24,13 +42,15 @@ class Filters:
     cpus: tuple[int, ...] = ()
     dsos: tuple[str, ...] = ()
     symbols: tuple[str, ...] = ()
-    time: tuple[float | None, float | None] = (None, None)
+    time: tuple[TimeRange, ...] = ()  # any of these ranges; () = all
+    time_text: str = ""
     event: str | None = None
+    trace: str | None = None  # --trace-filter: tracepoint payload fields (report/tracepoints.py)
 
     @property
     def any(self) -> bool:
         return bool(self.comms or self.pids or self.tids or self.cpus or self.dsos or self.symbols
-                    or self.time != (None, None))
+                    or self.time or self.trace)
 
 
 @dataclass(frozen=True)
@@ -49,6 +69,7 @@ class LoadOptions:
     offline: bool = False  # never use the network: debuginfod answers only from its cache
     inline: bool = True  # inlined functions (DWARF) as their own frames in stacks
     srclines: bool = False  # look up the source line of every address (--sort srcline, script)
+    payloads: bool = False  # True: keep tracepoint samples' PERF_SAMPLE_RAW bytes (script)
 
 
 @dataclass(frozen=True)
@@ -61,6 +82,7 @@ class ReportOptions:
     callgraph: str | None = None  # caller/callee/none; None: perf's default for the mode
     callchain_threshold: float = 0.5  # percent of the total below which branches are hidden
     percent_limit: float = 0.0
+    percentage: str = "absolute"  # perf's default; "relative": of the filtered total
     format: str = "table"
     stats: bool = False
     header: bool = False
@@ -92,19 +114,62 @@ def parse_sort(text: str) -> tuple[str, ...]:
     return keys
 
 
-def parse_time_range(text: str) -> tuple[float | None, float | None]:
-    """``START,END`` in seconds from the capture's start; either side may be empty."""
-    parts = text.split(",")
-    if len(parts) != 2:
-        raise UsageError(f"--time {text!r} must be START,END in seconds (either may be empty).")
+def parse_time(text: str) -> tuple[TimeRange, ...]:
+    """perf's ``--time`` forms: ``START,END`` (either side may be empty), several such ranges
+    separated by spaces, and percentages of the recording, ``A%-B%`` and ``A%/N`` (the N-th
+    slice of A%), several separated by commas."""
+    text = text.strip()
+    if "%" in text:
+        return tuple(_percent_range(part, text) for part in text.replace(" ", ",").split(",") if part)
+    ranges = tuple(_seconds_range(part, text) for part in text.split())
+    if not ranges:
+        raise UsageError(f"--time {text!r}: give {_TIME_HELP}.")
+    return ranges
+
+
+def _seconds_range(part: str, text: str) -> TimeRange:
+    pieces = part.split(",")
+    if len(pieces) != 2:
+        raise UsageError(f"--time {text!r}: give {_TIME_HELP}.")
     try:
-        start = float(parts[0]) if parts[0].strip() else None
-        end = float(parts[1]) if parts[1].strip() else None
+        start = float(pieces[0]) if pieces[0].strip() else None
+        end = float(pieces[1]) if pieces[1].strip() else None
     except ValueError:
-        raise UsageError(f"--time {text!r} must be START,END in seconds (either may be empty).") from None
+        raise UsageError(f"--time {text!r}: give {_TIME_HELP}.") from None
     if start is not None and end is not None and end < start:
-        raise UsageError(f"--time {text!r} ends before it starts.")
-    return start, end
+        raise UsageError(f"--time {text!r}: the range {part} ends before it starts.")
+    return TimeRange("s", start, end)
+
+
+def _percent(value: str, text: str) -> float:
+    try:
+        pct = float(value.strip().rstrip("%"))
+    except ValueError:
+        raise UsageError(f"--time {text!r}: give {_TIME_HELP}.") from None
+    if not value.strip().endswith("%") or not 0 <= pct <= 100:
+        raise UsageError(f"--time {text!r}: percentages run from 0% to 100%.")
+    return pct / 100
+
+
+def _percent_range(part: str, text: str) -> TimeRange:
+    if "/" in part:
+        size_text, _, nth_text = part.partition("/")
+        size = _percent(size_text, text)
+        try:
+            nth = int(nth_text)
+        except ValueError:
+            raise UsageError(f"--time {text!r}: in A%/N, N is the slice number (1, 2, ...).") from None
+        if size <= 0 or nth < 1 or nth * size > 1 + 1e-9:
+            raise UsageError(f"--time {text!r}: slice {nth} of {size * 100:g}% lies outside the recording.")
+        end = min(1.0, nth * size)
+        return TimeRange("%", (nth - 1) * size, end, inclusive_end=end >= 1.0)
+    lo, sep, hi = part.partition("-")
+    if not sep:
+        raise UsageError(f"--time {text!r}: give {_TIME_HELP}.")
+    start, end = _percent(lo, text), _percent(hi, text)
+    if end < start:
+        raise UsageError(f"--time {text!r}: the range {part} ends before it starts.")
+    return TimeRange("%", start, end)
 
 
 def parse_int_list(text: str, what: str) -> tuple[int, ...]:

@@ -148,3 +148,195 @@ def test_max_stack_above_the_kernel_limit_names_it(profiler_cmd: list[str], tmp_
     ok = ours(profiler_cmd, "record", "-q", "-g", "--callchain-max-stack", str(limit), "-o",
               str(tmp_path / "y.prof"), "--", "true")
     assert ok.returncode == 0, ok.stderr
+
+
+# --- tracepoint payloads ---------------------------------------------------------------------
+
+_WORKLOAD = ["sh", "-c", "/bin/true; /bin/true; ls / > /dev/null"]
+_TP_EVENTS = "sched:sched_switch,sched:sched_process_exec"
+
+
+def _shape(line: str) -> str:
+    """A script line with its values blanked: comm, pid, cpu, time and field values."""
+    import re
+
+    head, sep, trace = line.partition(": sched:") if ": sched:" in line else line.partition(":  sched:")
+    trace = re.sub(r"=\S+", "=V", trace.split(": ", 1)[-1]) if sep else ""
+    return trace
+
+
+@pytest.fixture(scope="module")
+def tracepoint_runs(tmp_path_factory: pytest.TempPathFactory, profiler_cmd: list[str]) -> tuple[Path, Path]:
+    from profiler.record.events import tracefs_root
+
+    if tracefs_root() is None:
+        pytest.skip("tracefs is not mounted")
+    d = tmp_path_factory.mktemp("tp")
+    mine, theirs = d / "tp.prof", d / "tp.data"
+    res = ours(profiler_cmd, "record", "-q", "-e", _TP_EVENTS, "-o", str(mine), "--", *_WORKLOAD)
+    assert res.returncode == 0, res.stderr
+    pres = perf("record", "-q", "-e", _TP_EVENTS, "-o", str(theirs), "--", *_WORKLOAD)
+    assert pres.returncode == 0, pres.stderr
+    return mine, theirs
+
+
+def test_tracepoint_payloads_print_like_perf(tracepoint_runs: tuple[Path, Path], profiler_cmd: list[str]) -> None:
+    mine, theirs = tracepoint_runs
+    perf_lines = perf("script", "-i", str(theirs)).stdout.splitlines()
+    for event in ("sched:sched_process_exec", "sched:sched_switch"):
+        res = ours(profiler_cmd, "script", "-i", str(mine), "--event", event)
+        assert res.returncode == 0, res.stderr
+        mine_lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+        theirs_lines = [ln for ln in perf_lines if f" {event}: " in ln]
+        assert mine_lines and theirs_lines
+        if event.endswith("exec"):
+            # the same programs were exec'd: the same lines once pids and times are blanked
+            def norm(ln: str) -> str:
+                return " ".join(ln.split(": ", 2)[-1].split()[0:1])
+            assert sorted(map(norm, mine_lines)) == sorted(map(norm, theirs_lines))
+            assert sorted(map(norm, mine_lines)) == ["filename=/bin/true", "filename=/bin/true",
+                                                     "filename=/usr/bin/ls", "filename=/usr/bin/sh"]
+        # every line has the layout perf prints, field names in perf's order
+        assert {_shape(ln) for ln in mine_lines} == {_shape(ln) for ln in theirs_lines}
+        # and the head: 16-wide comm, tid, [cpu], time, the event right-aligned to the longest name
+        width = max(len(e) for e in _TP_EVENTS.split(","))
+        head = f"{event:>{width}}: "
+        assert all(head in ln for ln in mine_lines) and all(head in ln for ln in theirs_lines)
+        assert all(ln.index(head) == theirs_lines[0].index(head) for ln in mine_lines)
+
+
+def test_tracepoint_fields_in_json_and_filters(tracepoint_runs: tuple[Path, Path], profiler_cmd: list[str]) -> None:
+    import json
+
+    mine, theirs = tracepoint_runs
+    res = ours(profiler_cmd, "script", "-i", str(mine), "--event", "sched:sched_switch", "--json")
+    assert res.returncode == 0, res.stderr
+    objs = [json.loads(ln) for ln in res.stdout.splitlines()]
+    assert objs and all(set(o["trace"]) >= {"prev_comm", "prev_pid", "next_comm", "next_pid"} for o in objs)
+    assert all(o["trace"]["prev_pid"] == o["tid"] for o in objs)  # the task switched out is the sampled one
+    filtered = ours(profiler_cmd, "script", "-i", str(mine), "--event", "sched:sched_process_exec",
+                    "--trace-filter", 'filename == "/bin/true"')
+    assert filtered.returncode == 0, filtered.stderr
+    perf_true = [ln for ln in perf("script", "-i", str(theirs)).stdout.splitlines()
+                 if "sched_process_exec:" in ln and "filename=/bin/true " in ln]
+    assert len(filtered.stdout.splitlines()) == len(perf_true) == 2
+    rep = ours(profiler_cmd, "report", "-i", str(mine), "--event", "sched:sched_switch", "--sort", "comm",
+               "--trace-filter", f'prev_comm == "{objs[0]["trace"]["prev_comm"]}"', "--format", "json")
+    assert rep.returncode == 0, rep.stderr
+    want = sum(1 for o in objs if o["trace"]["prev_comm"] == objs[0]["trace"]["prev_comm"])
+    assert json.loads(rep.stdout)["total_samples"] == want
+
+
+# --- --time, script -F ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shares_runs(tmp_path_factory: pytest.TempPathFactory, profiler_cmd: list[str], workloads: Path) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("shares")
+    mine, theirs = d / "s.prof", d / "s.data"
+    cmd = ["--", str(workloads / "shares"), "0.3"]
+    res = ours(profiler_cmd, "record", "-q", "-e", "cpu-clock", "-o", str(mine), *cmd)
+    assert res.returncode == 0, res.stderr
+    pres = perf("record", "-q", "-e", "cpu-clock", "-o", str(theirs), *cmd)
+    assert pres.returncode == 0, pres.stderr
+    return mine, theirs
+
+
+def _stamps(text: str) -> list[str]:
+    import re
+
+    return [m.group(1) for m in re.finditer(r"\s(\d+\.\d{6}):", text)]
+
+
+def _script(tool: str, path: Path, profiler_cmd: list[str], *args: str) -> str:
+    res = ours(profiler_cmd, "script", "-i", str(path), *args) if tool == "ours" else perf(
+        "script", "-i", str(path), *args)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+@pytest.mark.parametrize("tool", ["ours", "perf"])
+def test_time_takes_what_script_prints_several_ranges_and_percentages(tool: str, shares_runs: tuple[Path, Path],
+                                                                      profiler_cmd: list[str]) -> None:
+    """The same --time arguments select the same samples of each tool's own capture."""
+    path = shares_runs[0] if tool == "ours" else shares_runs[1]
+    every = _stamps(_script(tool, path, profiler_cmd, "-F", "time"))
+    assert len(every) > 100
+    one = _stamps(_script(tool, path, profiler_cmd, "-F", "time", "--time", f"{every[10]},{every[20]}"))
+    # microseconds as printed: the sample printed as the end is after it by its nanoseconds,
+    # in perf as in ours (unless they are 000)
+    assert one in (every[10:20], every[10:21])
+    two = _stamps(_script(tool, path, profiler_cmd, "-F", "time", "--time",
+                          f"{every[10]},{every[20]} {every[50]},{every[60]}"))
+    assert two[:len(one)] == one and two[len(one):] in (every[50:60], every[50:61])
+    halves = [_stamps(_script(tool, path, profiler_cmd, "-F", "time", "--time", t)) for t in ("50%/1", "50%/2")]
+    assert halves[0] + halves[1] == every and abs(len(halves[0]) - len(halves[1])) < len(every) // 5
+    slices = _stamps(_script(tool, path, profiler_cmd, "-F", "time", "--time", "10%/1,10%/2"))
+    assert slices == _stamps(_script(tool, path, profiler_cmd, "-F", "time", "--time", "0%-20%"))
+
+
+@pytest.mark.parametrize("fields", ["comm,tid,time", "tid,period", "comm,pid,tid,time,event", "time,event,period",
+                                    "pid,tid"])
+def test_script_fields_lay_out_like_perf(fields: str, shares_runs: tuple[Path, Path], profiler_cmd: list[str]) -> None:
+    import re
+
+    def shapes(text: str) -> set[str]:
+        return {re.sub(r"\d", "0", ln) for ln in text.splitlines()}
+
+    mine = _script("ours", shares_runs[0], profiler_cmd, "-F", fields)
+    theirs = _script("perf", shares_runs[1], profiler_cmd, "-F", fields)
+    assert shapes(mine) == shapes(theirs)
+
+
+def test_script_symbol_fields_without_callchains_like_perf(shares_runs: tuple[Path, Path],
+                                                           profiler_cmd: list[str]) -> None:
+    import re
+
+    mine = _script("ours", shares_runs[0], profiler_cmd, "-F", "comm,ip,sym,dso")
+    theirs = _script("perf", shares_runs[1], profiler_cmd, "-F", "comm,ip,sym,dso")
+    pattern = re.compile(r"^ {10}shares  [ 0-9a-f]{16} (\S+) \((\S+)\)$")
+    for text in (mine, theirs):
+        lines = text.splitlines()
+        assert lines and all(pattern.match(ln) for ln in lines), lines[:3]
+    def top(text: str) -> str:
+        return Counter(pattern.match(ln).group(1) for ln in text.splitlines()).most_common(1)[0][0]  # type: ignore[union-attr]
+    assert top(mine) == top(theirs) == "work_a"
+
+
+# --- --percentage ---------------------------------------------------------------------------------
+
+
+def _overheads(text: str) -> list[float]:
+    import re
+
+    return [float(m.group(1)) for m in re.finditer(r"^\s+([\d.]+)%", text, re.M)]
+
+
+def _header_samples(text: str) -> str:
+    import re
+
+    m = re.search(r"^# Samples: (\S+)\s", text, re.M)
+    assert m, text[:300]
+    return m.group(1)
+
+
+def test_percentage_absolute_by_default_and_relative_like_perf(workloads: Path, tmp_path: Path,
+                                                               profiler_cmd: list[str]) -> None:
+    cmd = ["--", "sh", "-c", f"{workloads / 'shares'} 0.2 >/dev/null; i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"]
+    mine, theirs = tmp_path / "p.prof", tmp_path / "p.data"
+    assert ours(profiler_cmd, "record", "-q", "-e", "cpu-clock", "-o", str(mine), *cmd).returncode == 0
+    assert perf("record", "-q", "-e", "cpu-clock", "-o", str(theirs), *cmd).returncode == 0
+    for tool, path in (("ours", mine), ("perf", theirs)):
+        def run(*args: str) -> str:
+            base = ["report", "-i", str(path), "--sort", "comm", *args]
+            res = ours(profiler_cmd, *base) if tool == "ours" else perf(*base, "--stdio")
+            assert res.returncode == 0, res.stderr
+            return res.stdout
+        everything = run()
+        absolute = run("--comm", "shares")
+        relative = run("--comm", "shares", "--percentage", "relative")
+        assert sum(_overheads(relative)) == pytest.approx(100.0, abs=0.05), tool
+        # absolute (perf's default): the share of all samples, and the header keeps the total
+        assert sum(_overheads(absolute)) < 99.9, (tool, absolute)
+        assert _header_samples(absolute) == _header_samples(everything), tool
+        assert _overheads(absolute) == [max(_overheads(everything))], tool

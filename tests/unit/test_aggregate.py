@@ -13,7 +13,7 @@ from report_capture import comm, kallsyms_text, kernel_sample, write_capture
 from profiler.report.aggregate import FlatProfile, aggregate
 from profiler.report.callgraph import row_tree
 from profiler.report.load import Profile, load_profile
-from profiler.report.options import Filters, LoadOptions
+from profiler.report.options import Filters, LoadOptions, parse_time
 
 STACKS = [  # (leaf-first frames, pid, cpu, count)
     (("k_leaf_a", "k_mid", "k_root"), 100, 0, 6),
@@ -106,12 +106,17 @@ def test_sample_filters_and_leaf_filters(tmp_path: Path) -> None:
     assert load(path, dsos=("[kernel.kallsyms]",)).total_samples == 12
     assert load(path, dsos=("libc.so.6",)).total_samples == 0
     # samples are 1 ms apart from t = 10 ns; the header's start is at 1 µs
-    assert load(path, time=(None, 0.0035)).total_samples == 3
+    assert load(path, time=parse_time(",0.0035")).total_samples == 3
 
 
-def test_percentages_are_relative_to_the_filtered_total(tmp_path: Path) -> None:
-    flat = aggregate(load(build(tmp_path), comms=("alpha",)), ("sym",), children=False)
+def test_percentages_relative_and_absolute(tmp_path: Path) -> None:
+    prof = load(build(tmp_path), comms=("alpha",))
+    flat = aggregate(prof, ("sym",), children=False, percentage="relative")
     assert sum(flat.percent(r.self_period) for r in flat.rows) == pytest.approx(100.0)
+    absolute = aggregate(prof, ("sym",), children=False)  # perf's default
+    assert sum(absolute.percent(r.self_period) for r in absolute.rows) == pytest.approx(
+        100.0 * prof.total_period / prof.base_period)
+    assert absolute.total_samples == prof.base_samples > prof.total_samples
 
 
 def test_call_tree_caller_and_callee(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ def test_info_describes_capture(tmp_path: Path) -> None:
     result = run("info", "-i", str(path))
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "format 1.0" in out
+    assert "format 1.1" in out
     assert "host: testhost, kernel 6.0.0-test, x86_64 little-endian 64-bit, 2 CPUs" in out
     assert "event 0: cpu-clock (ids 7)" in out
     assert "sample_type IP|TID|TIME|CALLCHAIN|CPU|PERIOD" in out

@@ -14,6 +14,8 @@ from capture_factory import make_test_header, write_small_capture
 
 from profiler.errors import DiskFullError, FormatError, NotACaptureError, ProfilerError, VersionError
 from profiler.format.container import (
+    FORMAT_MAJOR,
+    FORMAT_MINOR,
     FRAME_HEADER_SIZE,
     FRAME_META,
     FRAME_RAW,
@@ -39,7 +41,7 @@ def test_round_trip_frames_and_records(tmp_path: Path) -> None:
         assert reader.warnings == []
         assert reader.trailer == {"samples": 20}
         assert reader.header["hostname"] == "testhost"
-        assert reader.header["format_version"] == [1, 0]
+        assert reader.header["format_version"] == [FORMAT_MAJOR, FORMAT_MINOR]
         kinds = [f.kind for f in reader.iter_frames()]
         assert kinds == [FRAME_SYNTH, FRAME_META, FRAME_RAW, FRAME_RAW, FRAME_ROUND, FRAME_RAW,
                          FRAME_RAW, FRAME_ROUND]

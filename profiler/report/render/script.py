@@ -63,3 +63,129 @@ def render_script(out: TextIO, profile: Profile, show_cpu: bool | None = None, s
               f"{(t % 1_000_000_000) // 1000:06d}: {period:10d} {event}: \n{block}\n")
 
 
+
+
+# --- -F field selection, tracepoint payloads ---------------------------------------------------
+
+FIELDS: tuple[str, ...] = ("comm", "tid", "pid", "time", "cpu", "event", "ip", "sym", "symoff",
+                           "dso", "period", "trace")
+DEFAULT_FIELDS: tuple[str, ...] = ("comm", "pid", "tid", "cpu", "time", "period", "event", "ip", "sym",
+                                   "symoff", "dso")
+TRACEPOINT_FIELDS: tuple[str, ...] = ("comm", "tid", "cpu", "time", "event", "trace", "ip", "sym",
+                                      "symoff", "dso")
+
+
+def parse_fields(text: str | None, tracepoint: bool, chains: bool = True) -> tuple[str, ...] | None:
+    """perf script's ``-F``: ``comm,tid,time`` (these fields), ``+period`` / ``-cpu`` (the
+    defaults with fields added or removed). None: the default layout."""
+    from profiler.errors import UsageError
+
+    if text is None:
+        if not tracepoint:
+            return None
+        return TRACEPOINT_FIELDS if chains else tuple(f for f in TRACEPOINT_FIELDS if f not in ("ip", "sym", "symoff", "dso"))
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise UsageError(f"-F needs fields, a comma-separated list of {', '.join(FIELDS)}.")
+    base = list(TRACEPOINT_FIELDS if tracepoint else DEFAULT_FIELDS)
+    relative = all(n[0] in "+-" for n in names)
+    chosen = base if relative else []
+    for n in names:
+        name = n.lstrip("+-")
+        if name not in FIELDS:
+            raise UsageError(f"-F: unknown field {name!r}: the fields are {', '.join(FIELDS)}.")
+        if n[0] == "-":
+            chosen = [c for c in chosen if c != name]
+        elif name not in chosen:
+            chosen.append(name)
+    return tuple(chosen)
+
+
+def render_fields(out: TextIO, profile: Profile, fields: tuple[str, ...]) -> None:
+    """Every sample with the fields perf script's ``-F`` selects, in perf's layout: the fields
+    always in perf's order, whatever order they were given in."""
+    from profiler.report.tracepoint_print import TracePrinter
+
+    s = profile.samples
+    f = set(fields)
+    chains = profile.has_callchains
+    width = max((len(n) for n in profile.event_names), default=0)
+    printer = TracePrinter.of(profile.trace_format) if profile.trace_format is not None else None
+    raw = profile.raw if "trace" in f and printer is not None else None
+    stack_lines = "ip" in f and chains
+    comm_fmt = "{} " if stack_lines else "{:>16} "
+    blocks: dict[int, str] = {}
+    comms = profile.comm_names
+    write = out.write
+    for i in range(len(s)):
+        parts = []
+        if "comm" in f:
+            parts.append(comm_fmt.format(comms[int(profile.comm[i])]))
+        pid, tid = int(s.pid[i]), int(s.tid[i])
+        if "pid" in f and "tid" in f:
+            parts.append(f"{pid:5d}/{tid:<5d} ")
+        elif "pid" in f or "tid" in f:
+            parts.append(f"{pid if 'pid' in f else tid:5d} ")
+        if "cpu" in f:
+            parts.append(f"[{int(s.cpu[i]):03d}] ")
+        if "time" in f:
+            t = int(s.time[i])
+            parts.append(f"{t // 1_000_000_000:5d}.{(t % 1_000_000_000) // 1000:06d}: ")
+        if "period" in f:
+            parts.append(f"{int(s.period[i]):10d} ")
+        if "event" in f:
+            parts.append(f"{profile.event:>{width}}: ")
+        if raw is not None and printer is not None:
+            parts.append(printer.format(raw[i], profile.byte_order))
+        st = int(profile.stack[i])
+        if stack_lines:
+            block = blocks.get(st)
+            if block is None:
+                block = blocks[st] = "".join(
+                    _field_frame(profile, k, f) for k in range(int(profile.stack_start[st]),
+                                                                int(profile.stack_start[st + 1])))
+            write("".join(parts) + "\n" + block + "\n")
+        elif f & {"ip", "sym", "dso"} and profile.stack_start[st + 1] > profile.stack_start[st]:
+            write("".join(parts) + " " + _field_frame(profile, int(profile.stack_start[st]), f, raw_ip=True)[1:])
+        else:
+            write("".join(parts) + "\n")
+
+
+def _field_frame(profile: Profile, k: int, f: set[str], raw_ip: bool = False) -> str:
+    t = profile.stack_table
+    fr = profile.frames[int(t.frames[k])]
+    parts = []
+    if "ip" in f:
+        parts.append(f"{int(t.addrs[k] if raw_ip else t.shown[k]):16x}")
+    if "sym" in f:
+        name = "[unknown]" if fr.symbol is None else fr.name(profile.demangle)
+        if "symoff" in f and fr.symbol is not None:
+            name += f"+0x{int(t.offsets[k]):x}"
+        parts.append(name)
+    if "dso" in f:
+        parts.append(f"({fr.dso_path})")
+    return "\t" + " ".join(parts) + "\n"
+
+
+def render_json_lines(out: TextIO, profile: Profile) -> None:
+    """One JSON object per sample (JSON Lines): the sample's fields, its call chain (leaf
+    first) and, for a tracepoint, its payload's fields by name (``trace``)."""
+    import json
+
+    s = profile.samples
+    t = profile.stack_table
+    fmt = profile.trace_format
+    for i in range(len(s)):
+        st = int(profile.stack[i])
+        frames = []
+        for k in range(int(profile.stack_start[st]), int(profile.stack_start[st + 1])):
+            fr = profile.frames[int(t.frames[k])]
+            frames.append({"addr": int(t.shown[k]), "symbol": None if fr.symbol is None else fr.name(profile.demangle),
+                           "offset": int(t.offsets[k]), "dso": fr.dso_path})
+        obj = {"comm": profile.comm_names[int(profile.comm[i])], "pid": int(s.pid[i]), "tid": int(s.tid[i]),
+               "cpu": int(s.cpu[i]), "time_ns": int(s.time[i]), "period": int(s.period[i]),
+               "event": profile.event, "callchain": frames}
+        if fmt is not None and profile.raw is not None:
+            obj["trace"] = {k: (v.hex() if isinstance(v, bytes) else v)
+                            for k, v in fmt.decode(profile.raw[i], profile.byte_order).items()}
+        out.write(json.dumps(obj, separators=(",", ":")) + "\n")

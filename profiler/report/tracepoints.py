@@ -1,0 +1,155 @@
+"""Tracepoint samples: their payloads (PERF_SAMPLE_RAW), fields and field filters.
+
+The payloads are read with the exact record decoder for the samples asked for only (a
+tracepoint capture is small next to a cpu-clock one): the capture's records are walked in the
+columnar decoder's order, so its ``seq`` numbers name the same records here.
+
+``--trace-filter`` selects samples by payload field with the kernel's event-filter syntax
+(``Documentation/trace/events.rst``): ``FIELD OP VALUE`` clauses, ``OP`` one of ``== != < <= >
+>=`` for numbers and ``== != ~`` for strings (``~`` a glob), joined by ``&&`` and ``||``
+(``&&`` binds first)::
+
+    --trace-filter 'prev_comm == "sh" && next_pid != 0'
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from profiler.errors import UsageError
+from profiler.format import records as R
+from profiler.format.attr import PERF_TYPE_TRACEPOINT
+from profiler.format.bulk import _Views
+from profiler.format.container import FRAME_RAW, FRAME_SYNTH, CaptureReader
+from profiler.format.events import EventTable
+from profiler.format.tracepoint import TraceFormat, Value, formats_from_meta
+
+
+def is_tracepoint(header: dict[str, Any], index: int) -> bool:
+    events = header.get("events") or []
+    if not 0 <= index < len(events):
+        return False
+    attr = events[index].get("attr") or {}
+    return attr.get("type") == PERF_TYPE_TRACEPOINT and bool(
+        int(attr.get("sample_type", 0)) & R.PERF_SAMPLE_RAW)
+
+
+def trace_format(reader: CaptureReader, event: str) -> TraceFormat | None:
+    """The stored ``format`` of a tracepoint event of the capture (None: not stored)."""
+    entries: list[object] = []
+    for meta in reader.metadata("tracepoint_formats"):
+        entries.extend(meta.get("entries") or [])
+    return formats_from_meta(entries).get(event)
+
+
+def raw_payloads(reader: CaptureReader, seqs: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """The PERF_SAMPLE_RAW bytes of the sample records numbered ``seqs`` (file order, as the
+    columnar decoder numbers them), as an object array aligned with ``seqs``."""
+    events = EventTable.from_header(reader.header)
+    views = _Views(reader, events.bo)
+    wanted = np.unique(seqs)
+    found: dict[int, bytes] = {}
+    next_seq = 0
+    for frame in reader.iter_frames():
+        if frame.kind not in (FRAME_RAW, FRAME_SYNTH) or not len(frame.payload):
+            continue
+        offsets = views.record_offsets(frame, [])
+        lo = int(np.searchsorted(wanted, next_seq))
+        hi = int(np.searchsorted(wanted, next_seq + len(offsets)))
+        for q in wanted[lo:hi].tolist():
+            off = int(offsets[q - next_seq])
+            size = int(views.w16[(off >> 1) + 3])
+            ev = events.event_for(views.view, off, R.PERF_RECORD_SAMPLE, size)
+            try:
+                rec = R.decode_record(views.view[:off + size], off, ev.layout)
+            except Exception:  # a damaged record: no payload
+                continue
+            raw = getattr(rec, "raw", None)
+            if raw is not None:
+                found[q] = bytes(raw)
+        next_seq += len(offsets)
+    out = np.empty(len(seqs), dtype=object)
+    out[:] = [found.get(q, b"") for q in seqs.tolist()]
+    return out
+
+
+# --- --trace-filter -----------------------------------------------------------------------------
+
+_CLAUSE_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(==|!=|<=|>=|<|>|~)\s*(.+?)\s*$")
+
+
+@dataclass(frozen=True)
+class Clause:
+    field: str
+    op: str
+    value: str
+
+
+@dataclass(frozen=True)
+class TraceFilter:
+    """An OR of ANDs of clauses, as written."""
+
+    text: str
+    any_of: tuple[tuple[Clause, ...], ...]
+
+    @property
+    def fields(self) -> set[str]:
+        return {c.field for group in self.any_of for c in group}
+
+    def check(self, fmt: TraceFormat) -> None:
+        unknown = sorted(f for f in self.fields if fmt.get(f) is None)
+        if unknown:
+            names = ", ".join(f.name for f in fmt.fields if not f.common)
+            raise UsageError(f"--trace-filter: {fmt.event} has no field {unknown[0]!r} (it has: {names}).")
+
+    def matches(self, values: dict[str, Value]) -> bool:
+        return any(all(_clause(c, values.get(c.field)) for c in group) for group in self.any_of)
+
+
+def parse_trace_filter(text: str) -> TraceFilter:
+    groups = []
+    for alternative in text.split("||"):
+        clauses = []
+        for part in alternative.split("&&"):
+            m = _CLAUSE_RE.match(part)
+            if m is None:
+                raise UsageError(f"--trace-filter {text!r}: write FIELD OP VALUE clauses joined by && or ||, "
+                                 "OP one of == != < <= > >= ~.")
+            value = m.group(3)
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            clauses.append(Clause(m.group(1), m.group(2), value))
+        groups.append(tuple(clauses))
+    return TraceFilter(text, tuple(groups))
+
+
+def _clause(c: Clause, value: Value | None) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, str):
+        if c.op == "~":
+            return fnmatch.fnmatchcase(value, c.value)
+        if c.op in ("==", "!="):
+            return (value == c.value) == (c.op == "==")
+        return False
+    if isinstance(value, int):
+        try:
+            want = int(c.value, 0)
+        except ValueError:
+            return False
+        return {"==": value == want, "!=": value != want, "<": value < want, "<=": value <= want,
+                ">": value > want, ">=": value >= want}.get(c.op, False)
+    return False
+
+
+def filter_mask(fmt: TraceFormat, flt: TraceFilter, payloads: npt.NDArray[Any],
+                byte_order: str) -> npt.NDArray[np.bool_]:
+    flt.check(fmt)
+    return np.fromiter((flt.matches(fmt.decode(raw, byte_order)) for raw in payloads.tolist()),
+                       dtype=bool, count=len(payloads))
