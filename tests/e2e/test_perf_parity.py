@@ -112,7 +112,9 @@ def test_sigint_ends_the_recorder_like_perf(where: tuple[str, ...], workloads: P
         if "--" in where:
             assert proc.stdout.readline() == "ready\n"
         else:
-            time.sleep(1.0)  # let the recorder set up; not a timing assertion
+            while not out.exists() or out.stat().st_size == 0:  # the recorder has set up
+                time.sleep(0.1)
+            time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
         assert "Traceback" not in stderr
@@ -221,7 +223,8 @@ def test_tracepoint_fields_in_json_and_filters(tracepoint_runs: tuple[Path, Path
                  if "sched_process_exec:" in ln and "filename=/bin/true " in ln]
     assert len(filtered.stdout.splitlines()) == len(perf_true) == 2
     rep = ours(profiler_cmd, "report", "-i", str(mine), "--event", "sched:sched_switch", "--sort", "comm",
-               "--trace-filter", f'prev_comm == "{objs[0]["trace"]["prev_comm"]}"', "--format", "json")
+               "--trace-filter", f'prev_comm == "{objs[0]["trace"]["prev_comm"]}"', "--format", "json",
+               "--percentage", "relative")
     assert rep.returncode == 0, rep.stderr
     want = sum(1 for o in objs if o["trace"]["prev_comm"] == objs[0]["trace"]["prev_comm"])
     assert json.loads(rep.stdout)["total_samples"] == want
