@@ -146,9 +146,18 @@ def render_fields(out: TextIO, profile: Profile, fields: tuple[str, ...]) -> Non
                                                                 int(profile.stack_start[st + 1])))
             write("".join(parts) + "\n" + block + "\n")
         elif f & {"ip", "sym", "dso"} and profile.stack_start[st + 1] > profile.stack_start[st]:
-            write("".join(parts) + " " + _field_frame(profile, int(profile.stack_start[st]), f, raw_ip=True)[1:])
+            write("".join(parts) + " " + _field_frame(profile, _sampled_entry(profile, st), f, raw_ip=True)[1:])
         else:
             write("".join(parts) + "\n")
+
+
+def _sampled_entry(profile: Profile, stack: int) -> int:
+    """The stack entry of the function the sampled address is in (inlined frames skipped):
+    what perf prints for a sample without a call chain."""
+    k, end = int(profile.stack_start[stack]), int(profile.stack_start[stack + 1])
+    while k < end - 1 and profile.frames[int(profile.stack_table.frames[k])].inlined:
+        k += 1
+    return k
 
 
 def _field_frame(profile: Profile, k: int, f: set[str], raw_ip: bool = False) -> str:
@@ -159,7 +168,7 @@ def _field_frame(profile: Profile, k: int, f: set[str], raw_ip: bool = False) ->
         parts.append(f"{int(t.addrs[k] if raw_ip else t.shown[k]):16x}")
     if "sym" in f:
         name = "[unknown]" if fr.symbol is None else fr.name(profile.demangle)
-        if "symoff" in f and fr.symbol is not None:
+        if "symoff" in f and fr.symbol is not None and not fr.inlined:
             name += f"+0x{int(t.offsets[k]):x}"
         parts.append(name)
     if "dso" in f:
