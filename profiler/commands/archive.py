@@ -7,7 +7,7 @@ import sys
 import click
 
 from profiler.commands._common import input_option
-from profiler.report.offline.archive import archive_capture, render_result
+from profiler.report.offline.archive import archive_capture, not_found_sentence, render_result
 from profiler.report.symbols.debuginfod import DebuginfodClient
 
 
@@ -37,3 +37,7 @@ def command(input_path: str, output: str | None, strip_paths: bool, all_symbols:
                              all_symbols=all_symbols,
                              debuginfod=DebuginfodClient.from_options(debuginfod, offline))
     render_result(result, sys.stdout)
+    sentence = not_found_sentence(result)
+    if sentence is not None:  # the copy is written, but another machine will miss these
+        click.echo(f"profiler: {sentence}", err=True)
+        sys.exit(1)

@@ -32,7 +32,7 @@ def command(format_: str, output: str, weight: str | None, with_pid: bool, with_
     from profiler.report.model import Weight
     from profiler.report.render.speedscope import ProfilePer, SpeedscopeOptions, write_speedscope
 
-    _, meta, stacks = load_stacks(kwargs)
+    profile, meta, stacks = load_stacks(kwargs)
     with open_output(output) as stream:
         if format_ == "folded":
             write_folded(stacks, stream, FoldedOptions(
@@ -40,4 +40,5 @@ def command(format_: str, output: str, weight: str | None, with_pid: bool, with_
                 unknown_as_dso=unknown_as_dso))
         else:
             write_speedscope(stacks, meta, stream, SpeedscopeOptions(weight=cast(Weight, weight or "period"),
-                                                                       per=cast(ProfilePer, per)))
+                                                                       per=cast(ProfilePer, per),
+                                                                       thread_names=profile.last_comms()))

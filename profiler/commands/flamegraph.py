@@ -61,7 +61,8 @@ def load_stacks(kwargs: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
 @click.option("--weight", type=click.Choice(["samples", "period"]), default="samples", show_default=True,
               help="Size frames by sample count or by period.")
 @click.option("--min-width", type=float, default=DEFAULT_MIN_WIDTH, show_default=True,
-              help="Prune frames narrower than this fraction of the total (their weight stays in the parent).")
+              help="Leave out of the file frames narrower than this fraction of the total (their weight "
+                   "stays in the parent; the page says how many). Default: keep the whole tree.")
 @click.option("--group-by", type=click.Choice(["comm", "pid", "tid", "none"]), default="comm", show_default=True,
               help="What the first level of the graph is.")
 @click.option("--title", help="Title of the page (default: the command and event).")

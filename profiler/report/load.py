@@ -172,6 +172,16 @@ class Profile:
             ))
         return out
 
+    def last_comms(self) -> tuple[tuple[int, str], ...]:
+        """(tid, the thread's name at its last sample) for every sampled thread: after an
+        exec, the new command's name."""
+        tids = self.samples.tid
+        if not len(tids):
+            return ()
+        uniq, first_from_end = np.unique(tids[::-1], return_index=True)
+        last = len(tids) - 1 - first_from_end
+        return tuple((int(t), self.comm_names[int(self.comm[i])]) for t, i in zip(uniq.tolist(), last.tolist()))
+
     def model_frame(self, frame_id: int) -> Frame:
         """The flame-graph model's view of a frame."""
         f = self.frames[frame_id]

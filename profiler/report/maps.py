@@ -40,7 +40,11 @@ class Dso:
 
     @property
     def is_file(self) -> bool:
-        return self.path.startswith("/")
+        """A mapped file. The kernel names files by absolute path; a copy made by ``archive
+        --strip-paths`` keeps their base names. Pseudo names (``[vdso]``, ``[heap]``,
+        ``//anon``, ``/memfd:...``, empty) are not files."""
+        path = self.path
+        return bool(path) and not path.startswith(("[", "//")) and not self.is_anon
 
     @property
     def is_anon(self) -> bool:

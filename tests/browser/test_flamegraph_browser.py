@@ -263,3 +263,76 @@ def test_inverted_toggle_draws_an_icicle(viewer: Viewer, artifacts_dir: Path) ->
     viewer.page.uncheck("#fg-invert")
     assert viewer.frame("all")["y"] == flame_root["y"]
     assert_quiet(viewer)
+
+
+# --- issue 13: what was pruned, re-expanding on zoom, deep stacks, names and DSOs ----------------
+
+
+def _wide_and_narrow() -> list[StackSample]:
+    """"big" takes 98 % of 100,000 samples; "many" 2 % spread over 1,000 distinct one-sample
+    leaves, each far narrower than a pixel until "many" is zoomed into."""
+    root = (user("_start"), user("main"))
+    out = [StackSample("shares", 100, 100, (*root, user("big")), 98_000, 98_000)]
+    for k in range(1000):
+        out.append(StackSample("shares", 100, 100, (*root, user("many"), user(f"leaf_{k:04d}")), 2, 2))
+    return out
+
+
+def test_narrow_frames_are_counted_and_drawn_after_zoom(chromium: Any, tmp_path: Path) -> None:
+    path = tmp_path / "narrow.html"
+    with path.open("w", encoding="utf-8") as out:
+        tree = write_flamegraph(_wide_and_narrow(), META, out, FlameGraphOptions())
+    assert tree.pruned == 0 and tree.num_nodes() == 1 + 1 + 2 + 1 + 1 + 1000  # the whole tree is in the file
+    for viewer in open_offline(chromium, path):
+        assert not any(f["name"].startswith("leaf_") for f in viewer.drawn())
+        hidden = viewer.page.evaluate("window.flamegraph.hidden()")
+        assert hidden >= 1000
+        label = viewer.text("#fg-hidden")
+        assert f"{hidden:,} frames too narrow to draw at this zoom" in label
+        viewer.page.mouse.click(*viewer.centre(viewer.frame("many")))
+        assert viewer.page.evaluate("window.flamegraph.zoom()") > 0
+        leaves = [f for f in viewer.drawn() if f["name"].startswith("leaf_")]
+        assert len(leaves) == 1000  # every leaf, each about one pixel wide
+        assert viewer.page.evaluate("window.flamegraph.hidden()") == 0
+        assert not viewer.page.locator("#fg-hidden").is_visible()
+        assert viewer.problems == []
+
+
+def test_pruning_at_build_time_is_said(chromium: Any, tmp_path: Path) -> None:
+    path = tmp_path / "pruned.html"
+    with path.open("w", encoding="utf-8") as out:
+        tree = write_flamegraph(_wide_and_narrow(), META, out, FlameGraphOptions(min_width=0.001))
+    assert tree.pruned == 1000
+    for viewer in open_offline(chromium, path):
+        assert "1,000 frames narrower than 0.10% of the total left out of this file" in viewer.text("#fg-hidden")
+
+
+def test_deep_stacks_open_scrolled_to_the_widest_frames(chromium: Any, tmp_path: Path) -> None:
+    deep = tuple(user(f"level_{k:03d}") for k in range(300))
+    stacks = [StackSample("shares", 100, 100, deep, 100, 100)]
+    path = tmp_path / "deep.html"
+    with path.open("w", encoding="utf-8") as out:
+        write_flamegraph(stacks, META, out, FlameGraphOptions())
+    for viewer in open_offline(chromium, path):
+        root = viewer.frame("all")
+        top = viewer.page.evaluate("document.getElementById('fg-canvas').getBoundingClientRect().top")
+        inner = viewer.page.evaluate("window.innerHeight")
+        assert 0 <= top + root["y"] and top + root["y"] + root["h"] <= inner  # the root row is on screen
+        assert viewer.page.evaluate("window.scrollY") > 0
+
+
+def test_search_matches_dsos_and_ignores_case_unless_asked(viewer: Viewer) -> None:
+    search = viewer.page.locator("#fg-search")
+    search.fill("LIBC.SO")  # the DSO of __libc_start_main, memcpy and write
+    matched = {f["name"] for f in viewer.drawn() if f["matched"]}
+    assert matched == {"__libc_start_main", "memcpy", "write"}
+    assert "Matched: 99.00% of total" in viewer.text("#fg-matched")  # __libc_start_main 90 %, write 9 % under main
+    viewer.page.check("#fg-case")
+    assert not any(f["matched"] for f in viewer.drawn())
+    search.fill("HEAVY")
+    assert not any(f["matched"] for f in viewer.drawn())
+    viewer.page.uncheck("#fg-case")
+    assert {f["name"] for f in viewer.drawn() if f["matched"]} == {"heavy"}
+    viewer.page.check("#fg-regex")
+    search.fill("^LIBC")
+    assert {f["name"] for f in viewer.drawn() if f["matched"]} == {"__libc_start_main", "memcpy", "write"}

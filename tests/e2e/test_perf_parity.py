@@ -4,6 +4,7 @@ not installed (it is a reference, never a run-time dependency)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -343,3 +344,76 @@ def test_percentage_absolute_by_default_and_relative_like_perf(workloads: Path, 
         assert sum(_overheads(absolute)) < 99.9, (tool, absolute)
         assert _header_samples(absolute) == _header_samples(everything), tool
         assert _overheads(absolute) == [max(_overheads(everything))], tool
+
+
+# --- buildids / archive on what users share; speedscope names ------------------------------------
+
+
+def _perf_buildids(data: Path) -> dict[str, str]:
+    res = perf("buildid-list", "-i", str(data))
+    assert res.returncode == 0, res.stderr
+    out = {}
+    for line in res.stdout.splitlines():
+        bid, _, path = line.partition(" ")
+        out[path.strip()] = bid
+    return out
+
+
+def test_buildids_of_a_stripped_copy_list_the_elf_files(workloads: Path, tmp_path: Path,
+                                                        profiler_cmd: list[str]) -> None:
+    prog = workloads / "shares"
+    mine, theirs, shared = tmp_path / "b.prof", tmp_path / "b.data", tmp_path / "share.prof"
+    assert ours(profiler_cmd, "record", "-q", "-g", "-e", "cpu-clock", "-o", str(mine), "--", str(prog), "0.2").returncode == 0
+    assert perf("record", "-q", "-g", "-e", "cpu-clock", "-o", str(theirs), "--", str(prog), "0.2").returncode == 0
+    perf_ids = _perf_buildids(theirs)
+    archived = ours(profiler_cmd, "archive", "-i", str(mine), "--strip-paths", "-o", str(shared))
+    assert archived.returncode == 0, archived.stderr + archived.stdout
+    assert "+-" not in archived.stdout
+    for path in (mine, shared):
+        res = ours(profiler_cmd, "buildids", "-i", str(path), "--json")
+        assert res.returncode == 0, res.stderr
+        rows = {r["path"]: r for r in json.loads(res.stdout)}
+        # no JIT here: no perf map is asked for (perf's buildid-list has none either)
+        assert not any(p.startswith("/tmp/perf-") for p in rows), rows.keys()
+        assert not any(p.startswith("/tmp/perf-") for p in perf_ids)
+        # the sampled program is listed as an ELF file with the build-id perf lists for it
+        name = str(prog) if path == mine else "shares"
+        assert rows[name]["kind"] == "elf" and rows[name]["build_id"] == perf_ids[str(prog)]
+        assert rows[name]["samples"] > 0
+        if path == shared:
+            assert rows[name]["source"] == "packed"
+    rep = ours(profiler_cmd, "report", "-i", str(shared), "--no-children", "--sort", "sym", "--format", "json")
+    assert rep.returncode == 0, rep.stderr
+    assert "work_a" in {r["symbol"] for r in json.loads(rep.stdout)["rows"]}
+
+
+def test_archive_fails_naming_what_it_could_not_pack(workloads: Path, tmp_path: Path,
+                                                     profiler_cmd: list[str]) -> None:
+    import shutil as sh
+
+    prog = tmp_path / "gone"
+    sh.copy(workloads / "shares", prog)
+    cap = tmp_path / "g.prof"
+    assert ours(profiler_cmd, "record", "-q", "-o", str(cap), "--", str(prog), "0.1").returncode == 0
+    prog.unlink()
+    res = ours(profiler_cmd, "archive", "-i", str(cap), "-o", str(tmp_path / "out.prof"))
+    assert res.returncode == 1
+    assert f"missing {prog}" in res.stdout
+    last = res.stderr.strip().splitlines()[-1]
+    assert "could not pack" in last and str(prog) in last
+    assert "+-" not in res.stdout
+
+
+def test_speedscope_names_threads_after_the_exec(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    cap, theirs = tmp_path / "e.prof", tmp_path / "e.data"
+    cmd = ["--", "sh", "-c", f"i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; exec {workloads / 'shares'} 0.2"]
+    assert ours(profiler_cmd, "record", "-q", "-e", "cpu-clock", "-o", str(cap), *cmd).returncode == 0
+    assert perf("record", "-q", "-e", "cpu-clock", "-o", str(theirs), *cmd).returncode == 0
+    # perf script: the thread is sh, then shares after the exec
+    perf_comms = [ln.split()[0] for ln in perf("script", "-i", str(theirs), "-F", "comm").stdout.splitlines()]
+    assert perf_comms[0] == "sh" and perf_comms[-1] == "shares"
+    for per in ("thread", "process"):
+        res = ours(profiler_cmd, "export", "-i", str(cap), "-f", "speedscope", "--per", per)
+        assert res.returncode == 0, res.stderr
+        names = [p["name"] for p in json.loads(res.stdout)["profiles"]]
+        assert len(names) == 1 and names[0].startswith("shares (pid "), names

@@ -110,8 +110,18 @@ def test_pruning_drops_narrow_frames_but_keeps_their_weight_in_the_parent() -> N
     assert tree.self_value(tree.find_path("shares")) == 10
 
 
-def test_default_min_width_is_documented_value() -> None:
-    assert FlameGraphOptions().min_width == 0.0005
+def test_the_default_keeps_the_whole_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13: zooming must find every frame, so nothing is pruned by default; a tree
+    above MAX_NODES is cut to it, narrowest nodes first, and says so (pruned, min_width)."""
+    assert FlameGraphOptions().min_width == 0.0
+    full = build_flame_tree(sample_profile())
+    assert full.pruned == 0
+    import profiler.report.render.flamegraph as fg
+
+    monkeypatch.setattr(fg, "MAX_NODES", full.num_nodes() - 2)
+    cut = build_flame_tree(sample_profile())
+    assert cut.num_nodes() <= full.num_nodes() - 2 and cut.pruned == full.num_nodes() - cut.num_nodes()
+    assert cut.min_width > 0 and cut.total == full.total
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.0, 2.0])

@@ -397,7 +397,25 @@ def summary_line(result: ArchiveResult) -> str:
     target = result.output
     if result.written:
         return (f"[ profiler archive: packed {len(result.packed)} DSOs into {target} "
-                f"(+{result.bytes_added} bytes); {len(result.already)} already packed; "
+                f"({_size_change(result)}); {len(result.already)} already packed; "
                 f"{len(result.not_found)} not found ]")
     return (f"[ profiler archive: nothing to add to {target}; {len(result.already)} already packed; "
             f"{len(result.not_found)} not found ]")
+
+
+def _size_change(result: ArchiveResult) -> str:
+    """``+3040 bytes``; for a stripped copy, whose paths got shorter, its size and the change."""
+    added = result.bytes_added
+    if result.stripped:
+        return f"{result.bytes_after} bytes, {added:+d} against the capture"
+    return f"{added:+d} bytes"
+
+
+def not_found_sentence(result: ArchiveResult) -> str | None:
+    """One sentence naming the DSOs that could not be packed, or None when all were."""
+    if not result.not_found:
+        return None
+    names = ", ".join(path for path, _ in result.not_found[:5])
+    more = f" and {len(result.not_found) - 5} more" if len(result.not_found) > 5 else ""
+    return (f"could not pack the symbols of {len(result.not_found)} DSO"
+            f"{'' if len(result.not_found) == 1 else 's'}: {names}{more} (see the 'missing' lines).")

@@ -152,11 +152,13 @@ def _user_hits(rep: Any, s: SampleColumns, owner: I64, addr: U64,
             kind = KIND_VDSO if dso.path == VDSO else KIND_ELF
             add(kind, dso.path, dso.build_id, owner[sel], np.unique(offsets[sel]))
             continue
+        if dso is None or not dso.is_anon:
+            continue  # in no mapping, or a pseudo one ([heap], [stack]): no file, no JIT map
         pids = s.pid[owner[sel]]
         for pid in np.unique(pids).tolist():
             mine = sel[pids == pid]
             add(KIND_JIT, str(perf_map_path(int(pid))), None, owner[mine], np.unique(addr[mine]), int(pid),
-                anon=dso is not None)
+                anon=True)
 
 
 def _kernel_split(ks: KernelSymbols | None, addrs: U64) -> list[tuple[str, npt.NDArray[np.bool_]]]:

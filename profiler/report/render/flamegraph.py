@@ -33,10 +33,14 @@ from profiler.report.model import (
     period_is_nanoseconds,
 )
 
-#: Default pruning threshold: a frame narrower than 0.05 % of the total is not drawn. At most
-#: 1/0.0005 = 2000 frames fit side by side in one row, far more than pixels on a screen, and it
-#: bounds the file size whatever the capture size.
-DEFAULT_MIN_WIDTH = 0.0005
+#: Default pruning threshold: none. The file keeps the whole tree, so zooming into a frame
+#: draws everything below it; the page skips frames narrower than a pixel at the current zoom
+#: and says how many it skipped. A 158k-node tree is about 2.5 MB of HTML.
+DEFAULT_MIN_WIDTH = 0.0
+
+#: Trees larger than this are pruned to it (the narrowest nodes first), and the page says so:
+#: it bounds the file size (about 16 bytes a node) whatever the capture.
+MAX_NODES = 1_000_000
 
 #: Kinds of the synthetic frames above the stacks.
 ROOT_KIND = "root"
@@ -196,7 +200,7 @@ def _sort_key(frame: Frame) -> tuple[str, str, str]:
 
 def _flatten(trie: _Trie, options: FlameGraphOptions) -> FlameTree:
     """Preorder walk keeping nodes at least ``min_width`` of the total wide."""
-    threshold = options.min_width * trie.value[0]
+    threshold = max(options.min_width * trie.value[0], _cap_threshold(trie))
     frame_index: dict[int, int] = {}
     frames: list[Frame] = []
     node_frame: list[int] = []
@@ -230,9 +234,19 @@ def _flatten(trie: _Trie, options: FlameGraphOptions) -> FlameTree:
         node_depth=tuple(node_depth),
         node_value=tuple(node_value),
         node_samples=tuple(node_samples),
-        min_width=options.min_width,
+        min_width=max(options.min_width, threshold / trie.value[0] if trie.value[0] else 0.0),
         pruned=pruned,
     )
+
+
+def _cap_threshold(trie: _Trie) -> float:
+    """The smallest weight that keeps at most MAX_NODES nodes (0 when the tree is smaller).
+    A node weighs at least as much as any descendant, so keeping the nodes at or above a
+    weight keeps whole paths from the root."""
+    if len(trie.value) <= MAX_NODES:
+        return 0.0
+    ranked = sorted(trie.value, reverse=True)
+    return float(ranked[MAX_NODES - 1]) + 1.0
 
 
 def _subtree_size(trie: _Trie, node: int) -> int:

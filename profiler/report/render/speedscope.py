@@ -45,6 +45,7 @@ class SpeedscopeOptions:
     weight: Weight = "period"
     per: ProfilePer = "thread"
     name: str | None = None
+    thread_names: tuple[tuple[int, str], ...] = ()  # (tid, its name at its last sample: after exec)
 
 
 def speedscope_unit(weight: Weight, event: str) -> str:
@@ -83,14 +84,15 @@ class _FrameTable:
         return out
 
 
-def _group_name(key: GroupKey, stacks: Sequence[StackSample], weight: Weight) -> str:
-    """``comm (pid P, tid T)`` or ``comm (pid P)``. A process is named after its main thread
-    (tid == pid) when sampled, else after its heaviest command name."""
+def _group_name(key: GroupKey, stacks: Sequence[StackSample], weight: Weight,
+                names: dict[int, str]) -> str:
+    """``comm (pid P, tid T)`` or ``comm (pid P)``: a thread's name at its last sample (the
+    command it exec'd, not the one it was forked as); a process is named after its main
+    thread (tid == pid) when sampled, else after its heaviest command name."""
     if len(key) == 2:
-        return f"{stacks[0].comm} (pid {key[0]}, tid {key[1]})"
-    main = [s.comm for s in stacks if s.tid == s.pid]
-    if main:
-        comm = min(main)
+        return f"{names.get(key[1], stacks[0].comm)} (pid {key[0]}, tid {key[1]})"
+    if key[0] in names:
+        comm = names[key[0]]
     else:
         by_comm: dict[str, int] = {}
         for s in stacks:
@@ -155,7 +157,7 @@ def build_speedscope(
         profiles.append(
             {
                 "type": "sampled",
-                "name": _group_name(key, groups[key], options.weight),
+                "name": _group_name(key, groups[key], options.weight, dict(options.thread_names)),
                 "unit": unit,
                 "startValue": 0,
                 "endValue": totals[-1],

@@ -84,10 +84,12 @@
   var invertBox = document.getElementById('fg-invert');
   var searchBox = document.getElementById('fg-search');
   var regexBox = document.getElementById('fg-regex');
+  var caseBox = document.getElementById('fg-case');
+  var hiddenLabel = document.getElementById('fg-hidden');
   var matchedLabel = document.getElementById('fg-matched');
   var defaultDetails = details.textContent;
 
-  var state = { zoom: 0, inverted: false, matched: null, matchedValue: 0 };
+  var state = { zoom: 0, inverted: false, matched: null, matchedValue: 0, hidden: 0 };
   // What the last draw put on screen (CSS pixels), for hit testing and for tests.
   var drawnNode = [], drawnX = [], drawnY = [], drawnW = [], drawnDim = [];
   var charWidth = 7;
@@ -109,12 +111,42 @@
     drawnNode = []; drawnX = []; drawnY = []; drawnW = []; drawnDim = [];
 
     var z = state.zoom, scale = V[z] > 0 ? width / V[z] : 0, origin = start[z];
+    var hidden = 0;
     for (var a = parent[z]; a >= 0; a = parent[a]) drawFrame(a, 0, width, true);
     for (var i = z; i < end[z];) {
       var w = V[i] * scale;
-      if (w < MIN_PX) { i = end[i]; continue; }
+      if (w < MIN_PX) { hidden += end[i] - i; i = end[i]; continue; }
       drawFrame(i, (start[i] - origin) * scale, w, false);
       i++;
+    }
+    state.hidden = hidden;
+    updateHiddenLabel();
+  }
+
+  // Say what is not on screen: frames too narrow at this zoom (click to zoom in and they
+  // are drawn: the file holds the whole tree), and frames left out of the file (--min-width).
+  function updateHiddenLabel() {
+    var parts = [];
+    if (state.hidden > 0) {
+      parts.push(groupDigits(state.hidden) + ' frame' + (state.hidden === 1 ? '' : 's') +
+                 ' too narrow to draw at this zoom (click a frame to zoom in)');
+    }
+    if (meta.pruned > 0) {
+      parts.push(groupDigits(meta.pruned) + ' frame' + (meta.pruned === 1 ? '' : 's') + ' narrower than ' +
+                 (100 * meta.min_width).toPrecision(2) + '% of the total left out of this file (--min-width)');
+    }
+    hiddenLabel.textContent = parts.join('; ');
+    hiddenLabel.hidden = parts.length === 0;
+  }
+
+  // The widest frames are at the bottom of a flame graph: with deep stacks, open (and zoom)
+  // with the zoomed frame's row in view rather than the empty top of the canvas.
+  function scrollToData() {
+    var box = canvas.getBoundingClientRect();
+    var rowTop = box.top + rowY(D[state.zoom]);
+    var bottom = window.innerHeight - details.offsetHeight;  // the sticky footer covers the rest
+    if (rowTop + ROW > bottom || rowTop < 0) {
+      window.scrollTo(0, Math.max(0, window.scrollY + rowTop + ROW - bottom + 8));
     }
   }
 
@@ -184,16 +216,22 @@
     resetButton.disabled = i === 0;
     updateMatchedLabel();
     draw();
+    scrollToData();
     if (lastMouse) showDetails(hit(lastMouse[0], lastMouse[1]), lastMouse[0], lastMouse[1]);
   }
 
+  // Matches a frame's name or its DSO; case-insensitive unless "Match case" is checked.
   function compileSearch() {
     var text = searchBox.value;
+    var exact = caseBox.checked;
     searchBox.classList.remove('invalid');
     if (!text) return null;
-    if (!regexBox.checked) return { test: function (name) { return name.indexOf(text) >= 0; } };
+    if (!regexBox.checked) {
+      var needle = exact ? text : text.toLowerCase();
+      return { test: function (s) { return (exact ? s : s.toLowerCase()).indexOf(needle) >= 0; } };
+    }
     try {
-      return new RegExp(text);
+      return new RegExp(text, exact ? '' : 'i');
     } catch (e) {
       searchBox.classList.add('invalid');
       return undefined;
@@ -219,7 +257,7 @@
     }
     var matched = new Uint8Array(N);
     for (var i = 0; i < N; i++) {
-      if (kindOf(i) !== 'root' && matcher.test(nameOf(i))) matched[i] = 1;
+      if (kindOf(i) !== 'root' && (matcher.test(nameOf(i)) || matcher.test(dsoOf(i)))) matched[i] = 1;
     }
     state.matched = matched;
     updateMatchedLabel();
@@ -251,6 +289,7 @@
   invertBox.addEventListener('change', function () { state.inverted = invertBox.checked; draw(); });
   searchBox.addEventListener('input', search);
   regexBox.addEventListener('change', search);
+  caseBox.addEventListener('change', search);
   document.addEventListener('keydown', function (ev) {
     if (ev.key === 'Escape') zoomTo(0);
   });
@@ -278,12 +317,15 @@
     zoom: function () { return state.zoom; },
     inverted: function () { return state.inverted; },
     matchedValue: function () { return state.matched ? state.matchedValue : 0; },
+    hidden: function () { return state.hidden; },
+    nodes: function () { return N; },
     total: function () { return V[0]; },
     drawnMs: -1,
     firstPaintMs: -1
   };
 
   draw();
+  scrollToData();
   window.flamegraph.drawnMs = performance.now();
   document.documentElement.setAttribute('data-fg-ready', '1');
   // the frame after the first draw has been painted once the next animation frame starts
