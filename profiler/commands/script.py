@@ -21,27 +21,39 @@ from profiler.errors import ReportError
                    "(or +FIELD / -FIELD to change the defaults).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sample, tracepoint fields included.")
 def command(srcline: bool, fields: str | None, as_json: bool, **kwargs: Any) -> None:
-    """Print every sample in perf script's default text layout."""
-    from profiler.report.load import load_profile, progress_printer
-    from profiler.report.render.script import parse_fields, render_fields, render_json_lines, render_script
+    """Print every sample in perf script's default text layout; with several events and no
+    --event, every event's samples interleaved in time order, as perf script does."""
+    from profiler.report.load import load_profile, open_capture, progress_printer
 
     opts = replace(load_options(kwargs), payloads=True)
     if srcline:
         opts = replace(opts, srclines=True)
-    profile = load_profile(opts, progress_printer(False))
-    for w in profile.warnings:
+    opened = open_capture(opts.input)
+    names = [ev.name for ev in opened[1].events.events]
+    chosen = [opts.filters.event] if opts.filters.event is not None or as_json or len(names) == 1 else names
+    profiles = [load_profile(opts, progress_printer(False), event=name, opened=opened) for name in chosen]
+    for w in profiles[0].warnings:
         warn(w)
-    if profile.recorded_samples == 0:
-        raise ReportError(f"{opts.input} has no samples of event '{profile.event}'.")
-    if profile.total_samples == 0:
+    if sum(p.recorded_samples for p in profiles) == 0:
+        raise ReportError(f"{opts.input} has no samples of event '{profiles[0].event}'.")
+    shown = [p for p in profiles if p.total_samples]
+    if not shown:
         raise ReportError("no samples match the filters.")
     if as_json:
-        render_json_lines(sys.stdout, profile)
+        from profiler.report.render.script import render_json_lines
+
+        render_json_lines(sys.stdout, shown[0])
         return
-    chosen = parse_fields(fields, profile.trace_format is not None, profile.has_callchains)
-    if chosen is not None and "trace" in chosen and profile.trace_format is None and fields is not None:
-        warn(f"'trace' is only valid for tracepoint events, not {profile.event}: ignoring it.")
-    if chosen is None:
-        render_script(sys.stdout, profile, srcline=srcline)
-    else:
-        render_fields(sys.stdout, profile, chosen)
+    _render(shown, fields, srcline)
+
+
+def _render(profiles: list[Any], fields: str | None, srcline: bool) -> None:
+    from profiler.report.render.script import field_texts, parse_fields, render_merged, script_texts
+
+    streams = []
+    for profile in profiles:
+        chosen = parse_fields(fields, profile.trace_format is not None, profile.has_callchains)
+        if chosen is not None and "trace" in chosen and profile.trace_format is None and fields is not None:
+            warn(f"'trace' is only valid for tracepoint events, not {profile.event}: ignoring it.")
+        streams.append(script_texts(profile, srcline=srcline) if chosen is None else field_texts(profile, chosen))
+    render_merged(sys.stdout, streams)

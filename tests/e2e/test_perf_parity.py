@@ -208,6 +208,19 @@ def test_tracepoint_payloads_print_like_perf(tracepoint_runs: tuple[Path, Path],
         assert all(ln.index(head) == theirs_lines[0].index(head) for ln in mine_lines)
 
 
+def test_several_events_interleave_in_time_like_perf(tracepoint_runs: tuple[Path, Path],
+                                                     profiler_cmd: list[str]) -> None:
+    import re
+
+    mine, theirs = tracepoint_runs
+    for text in (ours(profiler_cmd, "script", "-i", str(mine)).stdout, perf("script", "-i", str(theirs)).stdout):
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        events = {re.search(r" (sched:\w+): ", ln).group(1) for ln in lines}  # type: ignore[union-attr]
+        assert events == {"sched:sched_switch", "sched:sched_process_exec"}
+        stamps = [float(s) for s in _stamps(text)]
+        assert len(stamps) == len(lines) and stamps == sorted(stamps)
+
+
 def test_tracepoint_fields_in_json_and_filters(tracepoint_runs: tuple[Path, Path], profiler_cmd: list[str]) -> None:
     import json
 

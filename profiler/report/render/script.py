@@ -15,6 +15,8 @@ inferno-collapse-perf and speedscope's importer read this layout.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterator
 from typing import TextIO
 
 
@@ -46,23 +48,36 @@ def stack_block(profile: Profile, stack: int, srcline: bool = False) -> str:
 
 def render_script(out: TextIO, profile: Profile, show_cpu: bool | None = None, srcline: bool = False) -> None:
     """Write every sample of ``profile`` (already filtered) in time order."""
+    for _, _, text in script_texts(profile, show_cpu, srcline):
+        out.write(text)
+
+
+SampleText = tuple[int, int, str]  # (time, position in the file, the sample's text)
+
+
+def script_texts(profile: Profile, show_cpu: bool | None = None, srcline: bool = False) -> Iterator[SampleText]:
+    """The default layout's text of every sample, in time order."""
     s = profile.samples
     cpu = ("cpu" in s.has) if show_cpu is None else show_cpu
     blocks: dict[int, str] = {}
     event = profile.event
     comms = profile.comm_names
     cols = zip(s.pid.tolist(), s.tid.tolist(), s.cpu.tolist(), s.time.tolist(),
-               s.period.tolist(), profile.comm.tolist(), profile.stack.tolist())
-    write = out.write
-    for pid, tid, c, t, period, comm, st in cols:
+               s.period.tolist(), profile.comm.tolist(), profile.stack.tolist(), s.seq.tolist())
+    for pid, tid, c, t, period, comm, st, q in cols:
         block = blocks.get(st)
         if block is None:
             block = blocks[st] = stack_block(profile, st, srcline)
         cpu_text = f"[{c:03d}] " if cpu else ""
-        write(f"{comms[comm]} {pid:5d}/{tid:<5d} {cpu_text}{t // 1_000_000_000:5d}."
-              f"{(t % 1_000_000_000) // 1000:06d}: {period:10d} {event}: \n{block}\n")
+        yield t, q, (f"{comms[comm]} {pid:5d}/{tid:<5d} {cpu_text}{t // 1_000_000_000:5d}."
+                     f"{(t % 1_000_000_000) // 1000:06d}: {period:10d} {event}: \n{block}\n")
 
 
+def render_merged(out: TextIO, streams: list[Iterator[SampleText]]) -> None:
+    """Several events' samples interleaved in time order (file order for equal times), as
+    perf script prints a capture with several events."""
+    for _, _, text in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
+        out.write(text)
 
 
 # --- -F field selection, tracepoint payloads ---------------------------------------------------
@@ -104,6 +119,12 @@ def parse_fields(text: str | None, tracepoint: bool, chains: bool = True) -> tup
 def render_fields(out: TextIO, profile: Profile, fields: tuple[str, ...]) -> None:
     """Every sample with the fields perf script's ``-F`` selects, in perf's layout: the fields
     always in perf's order, whatever order they were given in."""
+    for _, _, text in field_texts(profile, fields):
+        out.write(text)
+
+
+def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleText]:
+    """The ``-F`` layout's text of every sample, in time order."""
     from profiler.report.tracepoint_print import TracePrinter
 
     s = profile.samples
@@ -116,7 +137,6 @@ def render_fields(out: TextIO, profile: Profile, fields: tuple[str, ...]) -> Non
     comm_fmt = "{} " if stack_lines else "{:>16} "
     blocks: dict[int, str] = {}
     comms = profile.comm_names
-    write = out.write
     for i in range(len(s)):
         parts = []
         if "comm" in f:
@@ -144,11 +164,12 @@ def render_fields(out: TextIO, profile: Profile, fields: tuple[str, ...]) -> Non
                 block = blocks[st] = "".join(
                     _field_frame(profile, k, f) for k in range(int(profile.stack_start[st]),
                                                                 int(profile.stack_start[st + 1])))
-            write("".join(parts) + "\n" + block + "\n")
+            text = "".join(parts) + "\n" + block + "\n"
         elif f & {"ip", "sym", "dso"} and profile.stack_start[st + 1] > profile.stack_start[st]:
-            write("".join(parts) + " " + _field_frame(profile, _sampled_entry(profile, st), f, raw_ip=True)[1:])
+            text = "".join(parts) + " " + _field_frame(profile, _sampled_entry(profile, st), f, raw_ip=True)[1:]
         else:
-            write("".join(parts) + "\n")
+            text = "".join(parts) + "\n"
+        yield int(s.time[i]), int(s.seq[i]), text
 
 
 def _sampled_entry(profile: Profile, stack: int) -> int:
