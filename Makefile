@@ -9,7 +9,7 @@ PROFILER := $(VENV)/bin/profiler
 OUT    ?= out
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline clean
+.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline clean bench-dwarf
 
 venv: $(STAMP)
 
@@ -54,7 +54,7 @@ test: venv browser-deps debuginfod-deps
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline
+bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf
 
 bench-decode: venv
 	$(PY) benchmarks/bench_decode.py
@@ -79,6 +79,9 @@ bench-srcline: venv fixtures
 
 bench-demangle: venv
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_demangle.py
+
+bench-dwarf: venv fixtures
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_dwarf.py
 
 bench-archive: venv fixtures
 	$(PY) benchmarks/bench_archive.py

@@ -10,7 +10,13 @@ import click
 
 from profiler.errors import ProfilerError, UsageError
 from profiler.record.metadata import parse_cpu_list
-from profiler.record.options import DEFAULT_OUTPUT, RecordOptions, parse_mmap_pages
+from profiler.record.options import (
+    DEFAULT_OUTPUT,
+    DWARF_DATA_PAGES,
+    RecordOptions,
+    parse_call_graph,
+    parse_mmap_pages,
+)
 
 
 def _int_list(text: str | None, what: str) -> tuple[int, ...]:
@@ -41,6 +47,7 @@ def options_from_cli(
     freq: int | None,
     count: int | None,
     call_graph: bool,
+    call_graph_mode: str | None,
     callchain_max_stack: int | None,
     pid: str | None,
     tid: str | None,
@@ -60,6 +67,11 @@ def options_from_cli(
     # -C means those CPUs system-wide, as in perf; with a command, for as long as it runs.
     system_wide = all_cpus or (cpus is not None and not pids and not tids)
     page_size = os.sysconf("SC_PAGE_SIZE")
+    dwarf = parse_call_graph(call_graph_mode) if call_graph_mode is not None else None
+    if mmap_pages:
+        data_pages = parse_mmap_pages(mmap_pages, page_size)
+    else:
+        data_pages = DWARF_DATA_PAGES if dwarf is not None else RecordOptions.data_pages
     opts = RecordOptions(
         command=command,
         pids=pids,
@@ -70,11 +82,12 @@ def options_from_cli(
         events=event,
         freq=freq,
         period=count,
-        callgraph=call_graph,
+        callgraph=call_graph or call_graph_mode is not None,
+        dwarf_stack_size=dwarf,
         callchain_max_stack=callchain_max_stack,
         user_only=user_only,
         kernel_only=kernel_only,
-        data_pages=parse_mmap_pages(mmap_pages, page_size) if mmap_pages else RecordOptions.data_pages,
+        data_pages=data_pages,
         output=output,
         quiet=quiet,
         data_mmaps=data_mmaps,
@@ -94,6 +107,9 @@ def options_from_cli(
 @click.option("-F", "--freq", type=int, help="Sampling frequency in Hz (default 4000).")
 @click.option("-c", "--count", type=int, help="Sample every COUNT events instead of a frequency.")
 @click.option("-g", "call_graph", is_flag=True, help="Record frame-pointer call chains.")
+@click.option("--call-graph", "call_graph_mode", metavar="fp|dwarf[,SIZE]",
+              help="Call chains from frame pointers (fp, as -g) or unwound at report time from "
+                   "DWARF CFI with SIZE bytes of user stack per sample (dwarf, default 8192).")
 @click.option("--callchain-max-stack", type=int, help="Deepest call chain to record.")
 @click.option("-p", "--pid", metavar="PID[,PID...]", help="Attach to running processes (all threads).")
 @click.option("-t", "--tid", metavar="TID[,TID...]", help="Attach to these threads only.")

@@ -93,6 +93,9 @@ class SampleColumns:
     chain_id: I32
     chains: ChainTable
     has: frozenset[str] = frozenset()
+    # file offset of each sample's record (in ``CaptureReader.raw_view()``): fields the
+    # columns leave out (REGS_USER, STACK_USER) are read from there
+    offset: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __len__(self) -> int:
         return int(self.ip.shape[0])
@@ -125,9 +128,11 @@ class SampleColumns:
             event=self.event[idx], ip=self.ip[idx], pid=self.pid[idx], tid=self.tid[idx],
             time=self.time[idx], cpu=self.cpu[idx], period=self.period[idx], misc=self.misc[idx],
             seq=self.seq[idx], chain_id=self.chain_id[idx], chains=self.chains, has=self.has,
+            offset=self.offset[idx] if len(self.offset) else self.offset,
         )
 
-    _COLUMNS = ("event", "ip", "pid", "tid", "time", "cpu", "period", "misc", "seq", "chain_id")
+    _COLUMNS = ("event", "ip", "pid", "tid", "time", "cpu", "period", "misc", "seq", "chain_id",
+                "offset")
 
     def permute(self, order: I64) -> None:
         """Reorder every column in place (one column's temporary at a time)."""
@@ -340,6 +345,7 @@ def _read_words(read_format: int) -> int:
 _DTYPES: dict[str, Any] = {
     "event": np.int16, "ip": np.uint64, "pid": np.int32, "tid": np.int32, "time": np.uint64,
     "cpu": np.int32, "period": np.uint64, "misc": np.uint16, "seq": np.int64, "chain_id": np.int32,
+    "offset": np.int64,
 }
 
 
@@ -437,6 +443,7 @@ class _SampleBuilder:
         c["period"][at] = word("period", 1)
         c["misc"][at] = views.w16[(offs[keep] >> 1) + 2]
         c["seq"][at] = seq[keep]
+        c["offset"][at] = offs[keep]
         if self.callchains:
             c["chain_id"][at] = self.store.add(w64, (cur + 1)[keep].astype(np.int64), lengths[keep])
         else:

@@ -11,6 +11,7 @@ from profiler.format.container import DEFAULT_CAPTURE
 
 DEFAULT_FREQ = 4000  # perf's default; the docs say that higher rates slow the target
 DEFAULT_DATA_PAGES = 128  # 512 KiB per CPU with 4 KiB pages, like perf; 1 control page on top
+DWARF_DATA_PAGES = 512  # --call-graph dwarf: each sample carries up to 8 KiB of stack, so 2 MiB per CPU
 DEFAULT_OUTPUT = DEFAULT_CAPTURE
 MAX_SAMPLE_RATE = Path("/proc/sys/kernel/perf_event_max_sample_rate")
 MAX_STACK = Path("/proc/sys/kernel/perf_event_max_stack")
@@ -27,7 +28,8 @@ class RecordOptions:
     events: tuple[str, ...] = ()  # each an -e value (comma-separated list)
     freq: int | None = None  # -F; DEFAULT_FREQ when neither -F nor -c is given
     period: int | None = None  # -c
-    callgraph: bool = False  # -g: frame-pointer callchains
+    callgraph: bool = False  # -g / --call-graph: record call chains
+    dwarf_stack_size: int | None = None  # --call-graph dwarf[,SIZE]: user stack bytes per sample
     callchain_max_stack: int | None = None
     user_only: bool = False
     kernel_only: bool = False
@@ -59,6 +61,8 @@ class RecordOptions:
             raise UsageError("--duration must be a positive number of seconds.")
         if self.callchain_max_stack is not None:
             _check_max_stack(self.callchain_max_stack)
+        if self.dwarf_stack_size is not None:
+            check_dwarf_stack_size(self.dwarf_stack_size)
         if self.cpus is not None and not self.cpus:
             raise UsageError("-C needs at least one CPU.")
 
@@ -89,6 +93,34 @@ def _check_max_stack(depth: int) -> None:
             f"--callchain-max-stack {depth} exceeds the kernel's limit of {limit} frames "
             "(kernel.perf_event_max_stack in /proc/sys/kernel/perf_event_max_stack)."
         )
+
+
+DEFAULT_DWARF_STACK = 8192  # perf's default copy of the user stack per sample
+MAX_DWARF_STACK = 65528  # the sample's size field is a u16: perf's limit, a multiple of 8
+
+
+def check_dwarf_stack_size(size: int) -> None:
+    if not 8 <= size <= MAX_DWARF_STACK:
+        raise UsageError(f"--call-graph dwarf,{size}: the stack size must be between 8 and "
+                         f"{MAX_DWARF_STACK} bytes.")
+
+
+def parse_call_graph(text: str) -> int | None:
+    """``--call-graph fp`` -> None (frame pointers), ``dwarf[,SIZE]`` -> the user stack bytes
+    to copy per sample, rounded up to a multiple of 8 as perf does."""
+    mode, comma, size_text = text.strip().partition(",")
+    if mode == "fp" and not comma:
+        return None
+    if mode != "dwarf":
+        raise UsageError(f"--call-graph {text!r}: give 'fp' or 'dwarf[,SIZE]'.")
+    if not comma:
+        return DEFAULT_DWARF_STACK
+    try:
+        size = int(size_text, 0)
+    except ValueError:
+        raise UsageError(f"--call-graph {text!r}: SIZE must be a number of bytes.") from None
+    check_dwarf_stack_size(size)
+    return min(MAX_DWARF_STACK, -(-size // 8) * 8)
 
 
 _SIZE_RE = re.compile(r"^(\d+)([kKmMgG]?)[bB]?$")

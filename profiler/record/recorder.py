@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import Any, TextIO
@@ -27,9 +28,11 @@ from typing import Any, TextIO
 from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageError
 from profiler.format import records as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
-from profiler.format.container import CaptureWriter
+from profiler.format.compact import compact_stacks
+from profiler.format.container import VERSION_PLAIN, VERSION_ZSTD, CaptureWriter
 from profiler.record import metadata, synth
 from profiler.record.events import EventSpec, default_event, parse_events, split_modifiers
+from profiler.format.regs import regs_mask
 from profiler.record.options import DEFAULT_FREQ, RecordOptions
 from profiler.record.session import OpenedEvent, Session
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
@@ -102,11 +105,24 @@ def build_attr(
         attr.sample_period = opts.freq or DEFAULT_FREQ  # union: sample_freq
     if opts.callgraph and opts.callchain_max_stack:
         attr.sample_max_stack = opts.callchain_max_stack
+    if opts.dwarf_stack_size is not None:
+        add_dwarf_sampling(attr, opts.dwarf_stack_size)
     if tracking:
         attr.mmap = attr.mmap2 = attr.comm = attr.comm_exec = attr.task = 1
         attr.build_id = 1
         attr.mmap_data = int(opts.data_mmaps)
     return attr
+
+
+def add_dwarf_sampling(attr: perf_event_attr, stack_size: int) -> None:
+    """``--call-graph dwarf``, as perf asks for it: the user registers the unwinder starts
+    from (REGS_USER, every general-purpose register of this architecture) and ``stack_size``
+    bytes of user stack from the stack pointer up (STACK_USER); the kernel's own callchain
+    is kept for kernel frames only (``exclude_callchain_user``)."""
+    attr.sample_type |= R.PERF_SAMPLE_CALLCHAIN | R.PERF_SAMPLE_REGS_USER | R.PERF_SAMPLE_STACK_USER
+    attr.sample_regs_user = regs_mask(os.uname().machine)
+    attr.sample_stack_user = stack_size
+    attr.exclude_callchain_user = 1
 
 
 def resolve_events(opts: RecordOptions) -> tuple[list[EventSpec], list[str]]:
@@ -371,7 +387,12 @@ class Recorder:
 
     def _record(self, specs: list[EventSpec], cpus: list[int]) -> RecordResult:
         self._open_events(specs, cpus)
-        writer = CaptureWriter.create(self.opts.output, self._header())
+        version = VERSION_PLAIN
+        if self.opts.dwarf_stack_size is not None:
+            layout, _ = self._layout()
+            self.session.compact = partial(compact_stacks, layout=layout)
+            version = VERSION_ZSTD
+        writer = CaptureWriter.create(self.opts.output, self._header(), version)
         error: ProfilerError | None = None
         started = time.monotonic()
         stopper = Stopper(self.child)

@@ -109,6 +109,8 @@ class Session:
         self.notices: list[str] = []
         self._poller = select.poll()
         self._live: set[int] = set()
+        # --call-graph dwarf: records are compacted and written as RAW_ZSTD frames
+        self.compact: Callable[[bytes], bytes] | None = None
 
     # opening -------------------------------------------------------------------------------
 
@@ -203,7 +205,14 @@ class Session:
         return copied
 
     def _sink(self, writer: CaptureWriter, cpu: int) -> Callable[..., None]:
+        compact = self.compact
+
         def sink(*chunks: memoryview) -> None:
+            if compact is not None:
+                data = b"".join(chunks)
+                self.stats.scan(cpu, data)
+                writer.write_raw_zstd(cpu, compact(data))
+                return
             if len(chunks) == 2:  # wrapped: join so the header walk sees whole records
                 data = bytes(chunks[0]) + bytes(chunks[1])
                 self.stats.scan(cpu, data)

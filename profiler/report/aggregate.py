@@ -58,6 +58,8 @@ class FlatProfile:
     row_stacks: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     row_weights: U64 = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
     row_fkey: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    unwind_lines: list[str] = field(default_factory=list)  # DWARF unwinding quality (header)
+    unwind: dict[str, Any] | None = None
 
     def percent(self, period: int) -> float:
         return 100.0 * period / self.total_period if self.total_period else 0.0
@@ -160,6 +162,9 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     rows_sorted = [rows[i] for i in order_keys]
     flat = FlatProfile(profile.event, sort, children, total_samples, total,
                        profile.lost_samples, rows_sorted)
+    if profile.unwind is not None:
+        flat.unwind_lines = profile.unwind.header_lines()
+        flat.unwind = profile.unwind.to_dict()
     if keep_stacks:
         _attach_stacks(flat, [keys[i] for i in order_keys], contrib_cols, contrib_w, contrib_stack)
     return flat

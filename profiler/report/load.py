@@ -51,6 +51,18 @@ from profiler.report.symbols.chain import ChainSource, SymbolSources
 from profiler.report.symbols.debuginfod import DebuginfodClient
 from profiler.report.symbols.resolver import FrameInfo, FrameTable, Resolved, SymbolResolver
 from profiler.report.tracepoints import filter_mask, is_tracepoint, parse_trace_filter, raw_payloads, trace_format
+from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS
+from profiler.report.unwind.arch import columns_for
+from profiler.report.unwind.driver import (
+    ROOTS,
+    UnwindStats,
+    chains_with_user_frames,
+    outer_is_root,
+    unwind_event_samples,
+)
+from profiler.report.unwind.sources import META_KIND as UNWIND_META
+from profiler.report.unwind.sources import TableSources
+from profiler.report.unwind.userdata import has_user_stacks
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -114,6 +126,7 @@ class Profile:
     trace_format: TraceFormat | None = None  # a tracepoint event's stored format
     raw: npt.NDArray[Any] | None = None  # per sample: PERF_SAMPLE_RAW bytes (LoadOptions.payloads)
     byte_order: str = "little"
+    unwind: UnwindStats | None = None  # set when the event's stacks were unwound from DWARF CFI
 
     @property
     def total_samples(self) -> int:
@@ -235,12 +248,21 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
         keep = filter_mask(tfmt, parse_trace_filter(options.filters.trace), raw, _byte_order(reader))
         s, gen, comm, raw = s.take(keep), gen[keep], comm[keep], raw[keep]
 
+    unwound: UnwindStats | None = None
+    if options.callchains:
+        unwound = unwind_dwarf(reader, data, ev_index, s, gen, rep, options)
+        if unwound is not None:
+            say("unwinding")
+            warnings.extend(unwound.warnings)
+
     say("resolving")
     has_chains = "callchain" in s.has and options.callchains
     stack, reps = dedupe_stacks(s, gen, has_chains)
     resolver = _resolver(reader, rep, options)
     table = resolve_stacks(s, gen, reps, has_chains, resolver)
     warnings.extend(resolver.warnings)
+    if unwound is not None:
+        unwound.count_roots(outer_is_root(stack, table.start, table.frames, resolver.frames, ROOTS))
 
     profile = Profile(
         path=options.input, header=reader.header, event=names[ev_index], event_names=names,
@@ -250,7 +272,7 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
         counts=data.counts, warnings=warnings, recorded_samples=recorded,
         start_ns=_start_ns(reader.header, data.samples), trailer=reader.trailer,
         clean_end=reader.clean_end, srclines=resolver.srclines, resolver=resolver,
-        base_samples=base_samples, base_period=base_period, trace_format=tfmt, raw=raw, byte_order=_byte_order(reader),
+        base_samples=base_samples, base_period=base_period, trace_format=tfmt, raw=raw, byte_order=_byte_order(reader), unwind=unwound,
     )
     f = options.filters
     if f.dsos or f.symbols:
@@ -276,6 +298,25 @@ def _trace_payloads(reader: CaptureReader, index: int, name: str, s: SampleColum
         raise UsageError(f"--trace-filter: the capture does not hold the format of {name} "
                          "(recorded by an older profiler).")
     return tfmt, raw_payloads(reader, s.seq) if wanted else None
+
+
+def unwind_dwarf(reader: CaptureReader, data: CaptureData, ev_index: int, s: SampleColumns,
+                 gen: I64, rep: ReplayResult, options: LoadOptions) -> UnwindStats | None:
+    """For an event recorded with ``--call-graph dwarf``: unwind every sample's user stack
+    and put the unwound frames into its callchain (in place). None for other events."""
+    layout = data.events.events[ev_index].layout
+    cols = columns_for(str(reader.header.get("arch", "")))
+    if not has_user_stacks(layout) or cols is None or not len(s):
+        return None
+    vdso = [m.get("image") for m in reader.metadata("vdso")]
+    image = vdso[-1] if vdso and isinstance(vdso[-1], (bytes, bytearray)) else None
+    sources = TableSources(cols, packed=reader.metadata(UNWIND_META), symfs=options.symfs,
+                           debug_dirs=options.debug_dirs or DEFAULT_DEBUG_DIRS,
+                           vdso_image=None if image is None else bytes(image))
+    result, stats = unwind_event_samples(reader, layout, s, gen, rep.snapshots, rep.dsos, sources, cols)
+    s.chain_id, s.chains = chains_with_user_frames(s, result)
+    s.has = s.has | {"callchain"}
+    return stats
 
 
 def select_event(names: list[str], wanted: str | None) -> int:

@@ -41,6 +41,9 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.errors import FormatError, ProfilerError, UsageError
+from profiler.report.unwind.capture import table_sources, unwind_capture
+from profiler.report.unwind.sources import META_KIND as UNWIND_META
+from profiler.report.unwind.table import RuleTable
 from profiler.format.bulk import load_capture
 from profiler.format.container import CaptureReader, CaptureWriter
 from profiler.report.offline.capture_dsos import DsoUse, scan_capture
@@ -90,6 +93,7 @@ class ArchiveResult:
     bytes_after: int = 0
     written: bool = False
     stripped: bool = False
+    unwind_tables: list[str] = field(default_factory=list)  # DSOs whose unwind rules were packed
 
     @property
     def bytes_added(self) -> int:
@@ -135,14 +139,21 @@ def archive_capture(
         existing = SymbolSources(reader)
         finder = SymbolSources(reader, symfs=symfs, debug_dirs=debug_dirs, kallsyms_path=kallsyms_path,
                                perf_map_dir=perf_map_dir, use_packed=False, debuginfod=debuginfod)
-        found = scan_capture(reader, load_capture(reader), lambda: finder.kernel()[0])
+        data = load_capture(reader)
+        unwound = unwind_capture(reader, data, table_sources(reader, None if symfs is None else str(symfs),
+                                                             debug_dirs, use_packed=False))
+        found = scan_capture(reader, data, lambda: finder.kernel()[0])
         finder.prefetch((u.path, u.build_id) for u in found.hit() if u.kind == KIND_ELF)
         plan = plan_archive(found.hit(), existing, finder, all_symbols)
         result = ArchiveResult(src, out, plan.packed, plan.already, plan.not_found,
                                bytes_before=reader.size, bytes_after=reader.size, stripped=strip_paths)
-        if in_place and not plan.payloads:
+        frames = [(SYMBOLS_META, p) for p in plan.payloads]
+        unwind = unwind_payloads(reader, unwound.tables, strip_paths)
+        frames.extend((UNWIND_META, p) for p in unwind)
+        result.unwind_tables = [str(p["path"]) for p in unwind]
+        if in_place and not frames:
             return result
-        _write(reader, src, out, plan.payloads, strip_paths, in_place)
+        _write(reader, src, out, frames, strip_paths, in_place)
         result.written = True
         result.bytes_after = out.stat().st_size
         return result
@@ -323,19 +334,33 @@ def subset_kernel(ks: KernelSymbols, addrs: U64, all_symbols: bool) -> tuple[dic
 # --- writing ----------------------------------------------------------------------------------
 
 
-def _write(reader: CaptureReader, src: Path, out: Path, payloads: list[dict[str, Any]],
+def unwind_payloads(reader: CaptureReader, tables: dict[tuple[str, str | None], RuleTable],
+                    strip: bool) -> list[dict[str, Any]]:
+    """``unwind`` metadata for every DSO whose rule table unwinding used, except those the
+    capture already carries (by build-id)."""
+    have = {str(m.get("build_id")) for m in reader.metadata(UNWIND_META) if m.get("build_id")}
+    out = []
+    for (path, bid), table in sorted(tables.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        if bid and bid in have:
+            continue
+        shown = path.rsplit("/", 1)[-1] if strip and path.startswith("/") else path
+        out.append({"path": shown, "build_id": bid, "arch": table.arch, "table": table.to_bytes()})
+    return out
+
+
+def _write(reader: CaptureReader, src: Path, out: Path, frames: list[tuple[str, dict[str, Any]]],
            strip: bool, in_place: bool) -> None:
     """Build the new capture in a temporary file beside ``out``, then ``os.replace`` it."""
     tmp = out.with_name(f".{out.name}.archive-{os.getpid()}.tmp")
     try:
         if strip:
-            write_stripped_copy(reader, tmp, [(SYMBOLS_META, p) for p in payloads])
+            write_stripped_copy(reader, tmp, frames)
         else:
             _copy(src, tmp)
             writer = CaptureWriter.append_to(tmp)
             try:
-                for payload in payloads:
-                    writer.write_meta(SYMBOLS_META, payload)
+                for kind, payload in frames:
+                    writer.write_meta(kind, payload)
                 if reader.clean_end:
                     writer.close(reader.trailer)
             finally:
@@ -387,6 +412,8 @@ def render_result(result: ArchiveResult, stream: TextIO) -> None:
                      f"from {p.source})\n")
     for path in result.already:
         stream.write(f"already {path}\n")
+    for path in result.unwind_tables:
+        stream.write(f"packed  unwind {path}\n")
     for path, why in result.not_found:
         stream.write(f"missing {path}: {why}\n")
     stream.write(summary_line(result) + "\n")
@@ -396,7 +423,8 @@ def summary_line(result: ArchiveResult) -> str:
     """One line: how many DSOs were packed, into what, and the bytes added."""
     target = result.output
     if result.written:
-        return (f"[ profiler archive: packed {len(result.packed)} DSOs into {target} "
+        tables = f" and the unwind rules of {len(result.unwind_tables)}" if result.unwind_tables else ""
+        return (f"[ profiler archive: packed {len(result.packed)} DSOs{tables} into {target} "
                 f"({_size_change(result)}); {len(result.already)} already packed; "
                 f"{len(result.not_found)} not found ]")
     return (f"[ profiler archive: nothing to add to {target}; {len(result.already)} already packed; "

@@ -30,6 +30,8 @@ from profiler.format.container import (
     FRAME_RAW,
     FRAME_ROUND,
     FRAME_SYNTH,
+    VERSION_PLAIN,
+    VERSION_ZSTD,
     CaptureReader,
     CaptureWriter,
 )
@@ -38,7 +40,8 @@ from profiler.format.container import (
 #: MMAP: header, pid, tid, addr, len, pgoff; MMAP2: the same plus maj/min/ino/ino_generation
 #: (or build_id_size, reserved, build_id[20]) and prot, flags; CGROUP: header, id.
 NAME_OFFSETS = {R.PERF_RECORD_MMAP: 40, R.PERF_RECORD_MMAP2: 72, R.PERF_RECORD_CGROUP: 16}
-KNOWN_META = frozenset({"buildids", "kernel", "kallsyms", "modules", "vdso", "lost", "stats", "symbols"})
+KNOWN_META = frozenset({"buildids", "kernel", "kallsyms", "modules", "vdso", "lost", "stats", "symbols",
+                        "unwind"})
 
 
 def strip_path(path: str) -> str:
@@ -77,7 +80,7 @@ def strip_meta(kind: str, data: dict[str, Any]) -> dict[str, Any]:
         out["entries"] = [
             {**e, "path": strip_path(str(e.get("path", "")))} if isinstance(e, dict) else e for e in out["entries"]
         ]
-    if kind == "symbols" and isinstance(out.get("path"), str):
+    if kind in ("symbols", "unwind") and isinstance(out.get("path"), str):
         out["path"] = strip_path(out["path"])
     lines = out.get("lines") if kind == "symbols" else None
     if isinstance(lines, dict) and isinstance(lines.get("files"), list):
@@ -121,10 +124,13 @@ def write_stripped_copy(reader: CaptureReader, out: Path, extra_meta: Sequence[t
     """Write ``reader``'s capture to ``out`` with paths stripped, plus ``extra_meta`` frames."""
     order = str(reader.header.get("byte_order", "little"))
     result = StripResult()
-    writer = CaptureWriter.create(out, strip_header(reader.header))
+    zstd = reader.version >= VERSION_ZSTD  # DWARF samples: raw frames compressed again
+    writer = CaptureWriter.create(out, strip_header(reader.header), VERSION_ZSTD if zstd else VERSION_PLAIN)
     try:
         for frame in reader.iter_frames():
-            if frame.kind == FRAME_RAW:
+            if frame.kind == FRAME_RAW and zstd:
+                writer.write_raw_zstd(frame.cpu, strip_records(frame.payload, order))
+            elif frame.kind == FRAME_RAW:
                 writer.write_raw(frame.cpu, strip_records(frame.payload, order))
             elif frame.kind == FRAME_SYNTH:
                 writer.write_synth(strip_records(frame.payload, order))

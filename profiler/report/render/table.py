@@ -34,6 +34,7 @@ def header_lines(flat: FlatProfile) -> list[str]:
         "#",
         f"# Samples: {unit_number(flat.total_samples)} of event '{flat.event}'",
         f"# Event count (approx.): {flat.total_period}",
+        *flat.unwind_lines,
         "#",
     ]
 

@@ -1,0 +1,107 @@
+"""The vectorised unwinder on synthetic samples: real rule tables (the hand-written CFI of
+fixtures/dwarf/cfi/cfi_cases.so), hand-built registers and stack copies, all unwound together."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import numpy.typing as npt
+
+from profiler.report.unwind.arch import X86_64_COLUMNS
+from profiler.report.unwind.cfi import compile_path
+from profiler.report.unwind.unwinder import (
+    END_OF_STACK,
+    LOC_FRAME_POINTER,
+    LOC_NO_MAP,
+    LOC_TABLE,
+    NO_CFI,
+    STACK_SHORT,
+    CombinedTables,
+    StackCopies,
+    unwind,
+)
+from tests.unit.test_unwind_cfi import SO, symbols
+
+COLS = X86_64_COLUMNS
+RA, SP, RBP, RBX = 0, 1, 2, 3
+JIT = 0x7000_0000  # an "anonymous" mapping: frame pointers
+
+
+class FakeCode:
+    """Every address in [0x1000, 0x1040) is in slot 0 at that address; JIT is frame-pointer code."""
+
+    def locate(self, sample: npt.NDArray[np.int64], pc: npt.NDArray[np.uint64]):  # type: ignore[no-untyped-def]
+        inside = (pc >= 0x1000) & (pc < 0x1040)
+        jit = (pc >= JIT) & (pc < JIT + 0x1000)
+        kind = np.where(inside, LOC_TABLE, np.where(jit, LOC_FRAME_POINTER, LOC_NO_MAP)).astype(np.int8)
+        return np.where(inside, 0, -1).astype(np.int64), pc.copy(), kind
+
+
+def stack(base: int, words: dict[int, int], size: int = 512) -> bytes:
+    buf = bytearray(size)
+    for addr, value in words.items():
+        struct.pack_into("<Q", buf, addr - base, value)
+    return bytes(buf)
+
+
+def test_all_kinds_of_frames_unwound_together() -> None:
+    sym = symbols()
+    table = compile_path(str(SO), COLS)
+    S = 0x7FFF_0000
+    copies = []
+    regs = []
+    pcs = []
+    # 0: f_rsp_body (CFA rsp+40, rbx at CFA-16) -> f_rbp_body (CFA rbp+16) -> f_root (end)
+    rbp = S + 200
+    copies.append(stack(S, {S + 32: sym["f_rbp_body"] + 1, S + 24: 0x1234,
+                            rbp + 8: sym["f_root"] + 1, rbp: 0}))
+    regs.append((S, rbp, 0x99))
+    pcs.append(sym["f_rsp_body"])
+    # 1: the same, but the copy ends before the return address
+    copies.append(copies[0][:16])
+    regs.append((S, rbp, 0x99))
+    pcs.append(sym["f_rsp_body"])
+    # 2: a pc no FDE covers
+    copies.append(stack(S, {}))
+    regs.append((S, 0, 0))
+    pcs.append(sym["f_gap"])
+    # 3: a PLT entry (rip & 15 < 11: CFA = rsp + 8), returning to the root
+    copies.append(stack(S, {S: sym["f_root"] + 1}))
+    regs.append((S, 0, 0))
+    pcs.append(sym["f_plt"])
+    # 4: a signal frame: CFA, return address and rbp read from the sigcontext; the next pc is
+    # the interrupted instruction itself (f_root's first byte: with the usual "- 1" it would
+    # be looked up in f_other_expr, whose CFA is unsupported)
+    copies.append(stack(S, {S + 160: S + 400, S + 168: sym["f_root"], S + 120: 0x4242}))
+    regs.append((S, 0, 0))
+    pcs.append(sym["f_signal"])
+    # 5: JIT code without CFI: frame pointers (CFA = rbp + 16), then back into f_root
+    copies.append(stack(S, {S + 64: S + 128, S + 72: sym["f_root"] + 1}))
+    regs.append((S, S + 64, 0))
+    pcs.append(JIT + 0x10)
+
+    n = len(copies)
+    offsets = np.zeros(n, dtype=np.int64)
+    sizes = np.asarray([len(c) for c in copies], dtype=np.int64)
+    offsets[1:] = np.cumsum(-(-sizes // 8) * 8)[:-1]
+    buf = np.zeros(int(offsets[-1] + sizes[-1] + 8), dtype=np.uint8)
+    for off, c in zip(offsets.tolist(), copies):
+        buf[off:off + len(c)] = np.frombuffer(c, dtype=np.uint8)
+    values = np.zeros((n, COLS.count), dtype=np.uint64)
+    valid = np.ones((n, COLS.count), dtype=bool)
+    valid[:, RA] = False
+    for i, (sp, bp, bx) in enumerate(regs):
+        values[i, SP], values[i, RBP], values[i, RBX] = sp, bp, bx
+    sp0 = values[:, SP].copy()
+    res = unwind(COLS, values, valid, np.asarray(pcs, dtype=np.uint64),
+                 StackCopies(buf, offsets, sizes, sp0), FakeCode(), CombinedTables([table], COLS))
+
+    frames = [res.frames(i).tolist() for i in range(n)]
+    assert frames[0] == [sym["f_rsp_body"], sym["f_rbp_body"] + 1, sym["f_root"] + 1]
+    assert res.reason[0] == END_OF_STACK
+    assert frames[1] == [sym["f_rsp_body"]] and res.reason[1] == STACK_SHORT
+    assert frames[2] == [sym["f_gap"]] and res.reason[2] == NO_CFI
+    assert frames[3] == [sym["f_plt"], sym["f_root"] + 1] and res.reason[3] == END_OF_STACK
+    assert frames[4] == [sym["f_signal"], sym["f_root"]] and res.reason[4] == END_OF_STACK
+    assert frames[5] == [JIT + 0x10, sym["f_root"] + 1] and res.reason[5] == END_OF_STACK
