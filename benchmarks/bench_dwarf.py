@@ -47,18 +47,17 @@ def run(cmd: list[str], env: dict[str, str] | None = None, stdout: int | None = 
 
 
 def timed_rss(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
-    """(wall seconds, peak RSS KiB from wait4's ru_maxrss), output discarded."""
+    """(wall seconds, peak RSS KiB from GNU time's %M), output discarded. (A child forked from
+    this process would report this process's RSS as its own maximum: time(1) forks from a
+    small process.)"""
+    gnu_time = shutil.which("time") or "/usr/bin/time"
     t0 = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        os.execvpe(cmd[0], cmd, dict(os.environ, **(env or {})))
-    _, status, usage = os.wait4(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"failed: {' '.join(cmd)}")
-    return time.perf_counter() - t0, int(usage.ru_maxrss)
+    res = subprocess.run([gnu_time, "-f", "%M", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, env=dict(os.environ, **(env or {})))
+    wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{res.stderr[-2000:]}")
+    return wall, int(res.stderr.strip().splitlines()[-1])
 
 
 def unwind_only(capture: Path, cache: Path) -> tuple[int, float]:

@@ -261,30 +261,30 @@ def _step(cols: ArchColumns, regs: U64, valid: Bools, cur: U64, after_signal: Bo
         value, inside = stacks.read(act[deref], cfa[deref])
         cfa[deref] = value
         base_ok[deref] &= inside
-    # every tracked column of the caller
-    new = np.zeros((m, t), dtype=np.uint64)
-    new_ok = np.zeros((m, t), dtype=bool)
+    # every tracked column of the caller, all columns at once on (m, t) arrays
     old, old_ok = regs[act], valid[act]
+    new = old.copy()
+    new_ok = old_ok.copy()
+    k = rule_kind
+    a = rule_arg.astype(np.uint64)
+    at_cfa, val_cfa, at_reg = k == AT_CFA, k == VAL_CFA, k == AT_REG
+    base_col = np.maximum(rule_reg, 0)
+    with np.errstate(over="ignore"):
+        addr2 = np.where(at_reg, np.take_along_axis(old, base_col, axis=1), cfa[:, None]) + a
+    src_ok = np.where(at_reg, np.take_along_axis(old_ok, base_col, axis=1), base_ok[:, None])
+    flat = np.flatnonzero((at_cfa | at_reg).ravel())
     ra_short = np.zeros(m, dtype=bool)
-    for c in range(t):
-        k, a = rule_kind[:, c], rule_arg[:, c].astype(np.uint64)
-        col, col_ok = old[:, c].copy(), old_ok[:, c].copy()
-        at_cfa, val_cfa, at_reg = k == AT_CFA, k == VAL_CFA, k == AT_REG
-        with np.errstate(over="ignore"):
-            addr_c = np.where(at_reg, old[ar, np.maximum(rule_reg[:, c], 0)] + a, cfa + a)
-        loads = np.flatnonzero(at_cfa | at_reg)
-        if len(loads):
-            v, inside = stacks.read(act[loads], addr_c[loads])
-            src_ok = np.where(at_reg[loads], old_ok[loads, np.maximum(rule_reg[loads, c], 0)],
-                              base_ok[loads])
-            col[loads], col_ok[loads] = v, inside & src_ok
-            if c == RA:
-                ra_short[loads] = ~inside & src_ok
-        col[val_cfa] = cfa[val_cfa] + a[val_cfa]
-        col_ok[val_cfa] = base_ok[val_cfa]
-        other = ~(k == SAME) & ~at_cfa & ~val_cfa & ~at_reg  # UNDEF, UNSUPPORTED
-        col_ok[other] = False
-        new[:, c], new_ok[:, c] = col, col_ok
+    if len(flat):
+        owner = flat // t
+        v, inside = stacks.read(act[owner], addr2.ravel()[flat])
+        ok_flat = inside & src_ok.ravel()[flat]
+        new.ravel()[flat] = v
+        new_ok.ravel()[flat] = ok_flat
+        is_ra = flat % t == RA
+        ra_short[owner[is_ra]] = ~inside[is_ra] & src_ok.ravel()[flat][is_ra]
+    new[val_cfa] = addr2[val_cfa]
+    new_ok[val_cfa] = src_ok[val_cfa]
+    new_ok[(k != SAME) & ~at_cfa & ~val_cfa & ~at_reg] = False  # UNDEF, UNSUPPORTED
     sp_same = rule_kind[:, SP] == SAME
     new[sp_same, SP] = cfa[sp_same]
     new_ok[sp_same, SP] = base_ok[sp_same]
