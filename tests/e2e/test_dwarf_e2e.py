@@ -25,7 +25,7 @@ _FRAME = re.compile(r"^\s+[0-9a-f]+ (.*) \([^()]*\)$")
 def _name(text: str) -> str:
     """``work::guarded(work::Stage&, unsigned long)+0x20`` -> ``work::guarded``."""
     text = re.sub(r"\+0x[0-9a-f]+$", "", text)
-    return text.split("(", 1)[0].split("@", 1)[0]
+    return text.split("(", 1)[0].split("@", 1)[0].strip()
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -169,5 +169,5 @@ def test_forks_and_exec_unwind(require_perf: None, fixtures_dir: Path, profiler_
     child = [s for s in ours if "child_work" in s]
     threads = [s for s in ours if "thread_work" in s]
     assert child and threads
-    assert sum(s[-4:] == ["main", "__libc_start_call_main", "__libc_start_main", "_start"] for s in child) >= 0.95 * len(child)
-    assert sum(s[-2:] == ["start_thread", "clone3"] for s in threads) >= 0.95 * len(threads)
+    assert sum(s[-1] == "_start" and "main" in s for s in child) >= 0.95 * len(child)
+    assert sum(s[-1] == "clone3" and "start_thread" in s for s in threads) >= 0.95 * len(threads)

@@ -39,7 +39,7 @@ from profiler.report.unwind.unwinder import (
     UnwindResult,
     unwind,
 )
-from profiler.report.unwind.userdata import has_user_stacks, read_user_data
+from profiler.report.unwind.userdata import UserData, has_user_stacks, read_user_data
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -204,8 +204,7 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     view = reader.raw_view()
     size = len(view) - len(view) % 8
     w64 = np.frombuffer(view, dtype=np.uint64, count=size // 8)
-    user = read_user_data(w64, s, layout)
-    reader.release(0, size)  # the records' pages were touched once; chunks come back below
+    user = _read_user_data_by_span(reader, w64, s, layout)
     values, valid, pc = initial_columns(cols, user.regs, layout.sample_regs_user)
     has = (user.abi != 0) & user.ok
     valid &= has[:, None]
@@ -228,6 +227,24 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     stats.reason = full.reason
     stats.warnings.extend(sources.warnings)
     return full, stats
+
+
+def _read_user_data_by_span(reader: CaptureReader, w64: U64, s: SampleColumns, layout: R.SampleLayout) -> UserData:
+    """``read_user_data`` in file order, ``CHUNK_SPAN`` bytes of the capture at a time, each
+    span's pages given back afterwards: resident memory stays one span, not the capture."""
+    n = len(s)
+    out = UserData(np.zeros(n, dtype=np.uint64),
+                   np.zeros((n, bin(layout.sample_regs_user).count("1")), dtype=np.uint64),
+                   np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool))
+    order = np.argsort(s.offset, kind="stable")
+    for span in _spans(s.offset[order], CHUNK_SPAN):
+        idx = order[span]
+        part = read_user_data(w64, s.take(idx), layout)
+        out.abi[idx], out.regs[idx], out.ok[idx] = part.abi, part.regs, part.ok
+        out.stack_offset[idx], out.stack_size[idx] = part.stack_offset, part.stack_size
+        lo = int(s.offset[idx[0]])
+        reader.release(lo, int(part.stack_offset[-1] + part.stack_size[-1] + 16) - lo)
+    return out
 
 
 class _Subset:
