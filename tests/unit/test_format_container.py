@@ -22,6 +22,7 @@ from profiler.format.container import (
     FRAME_ROUND,
     FRAME_SYNTH,
     MAGIC,
+    VERSION_PLAIN,
     CaptureReader,
     CaptureWriter,
 )
@@ -41,7 +42,7 @@ def test_round_trip_frames_and_records(tmp_path: Path) -> None:
         assert reader.warnings == []
         assert reader.trailer == {"samples": 20}
         assert reader.header["hostname"] == "testhost"
-        assert reader.header["format_version"] == [FORMAT_MAJOR, FORMAT_MINOR]
+        assert reader.header["format_version"] == list(VERSION_PLAIN)
         kinds = [f.kind for f in reader.iter_frames()]
         assert kinds == [FRAME_SYNTH, FRAME_META, FRAME_RAW, FRAME_RAW, FRAME_ROUND, FRAME_RAW,
                          FRAME_RAW, FRAME_ROUND]
