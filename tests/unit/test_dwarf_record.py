@@ -45,22 +45,27 @@ def test_cli_call_graph_options(monkeypatch: pytest.MonkeyPatch) -> None:
     from profiler.commands import record as cmd
 
     seen: list[RecordOptions] = []
-    monkeypatch.setattr("profiler.record.recorder.record", lambda opts: seen.append(opts) or _Done())
+
+    def fake_record(opts: RecordOptions, *args: object, **kw: object) -> None:
+        seen.append(opts)
+        raise _Stop  # the options are all this test looks at
+
+    monkeypatch.setattr("profiler.record.recorder.record", fake_record)
     runner = CliRunner()
-    assert runner.invoke(cmd.command, ["--call-graph", "dwarf,1024", "--", "true"]).exit_code == 0
-    assert seen[-1].dwarf_stack_size == 1024 and seen[-1].callgraph
-    assert seen[-1].data_pages == DWARF_DATA_PAGES
-    assert runner.invoke(cmd.command, ["--call-graph", "fp", "--", "true"]).exit_code == 0
-    assert seen[-1].dwarf_stack_size is None and seen[-1].callgraph
-    assert runner.invoke(cmd.command, ["-g", "--", "true"]).exit_code == 0
-    assert seen[-1].dwarf_stack_size is None and seen[-1].callgraph
+    for argv in (["--call-graph", "dwarf,1024"], ["--call-graph", "fp"], ["-g"]):
+        result = runner.invoke(cmd.command, [*argv, "--", "true"])
+        assert isinstance(result.exception, _Stop), result.output
+        if argv[-1] == "dwarf,1024":
+            assert seen[-1].dwarf_stack_size == 1024 and seen[-1].callgraph
+            assert seen[-1].data_pages == DWARF_DATA_PAGES
+        else:
+            assert seen[-1].dwarf_stack_size is None and seen[-1].callgraph
     result = runner.invoke(cmd.command, ["--call-graph", "lbr", "--", "true"])
-    assert result.exit_code != 0
+    assert result.exit_code != 0 and not isinstance(result.exception, _Stop)
 
 
-class _Done:
-    exit_code = 0
-    path = "profile.prof"
+class _Stop(Exception):
+    pass
 
 
 LAYOUT = R.SampleLayout(
