@@ -81,6 +81,10 @@ def test_cpus_with_a_command_record_every_task_while_it_runs(
     assert res.returncode == 0, res.stderr
     got = samples(mine)
     pres = perf("record", "-q", *where, "-o", str(theirs), "--", "sleep", "0.5")
+    if pres.returncode < 0 and "build-id.c" in pres.stderr:
+        # perf 6.1 aborts on MMAP2 records another recorder's build_id=1 flagged (DESIGN.md):
+        # the reference is unusable while another profiler records system-wide
+        pytest.skip(f"perf record crashed on another tool's MMAP2 records: {pres.stderr.splitlines()[-1]}")
     assert pres.returncode == 0, pres.stderr
     perf_pids = {int(f[0]) for f in perf_samples(theirs)}
     perf_cpus = {int(f[1].strip("[]")) for f in perf_samples(theirs)}
