@@ -18,7 +18,37 @@ Only the non-sample records — few: MMAP, COMM, FORK, ... — are decoded one b
 ``records`` objects.
 
 Damage is never trusted: a record whose size runs past its frame ends that frame's stream (with a
-warning); a sample whose callchain would run past its record is dropped (counted in a warning).
+warning); a sample whose fields would run past its record is dropped (counted in a warning).
+
+What ``load_capture(reader).samples`` (a :class:`SampleColumns`) gives, one entry per sample,
+sorted by time — every ``PERF_SAMPLE_*`` field, walked in the order of
+``records.SAMPLE_FIELDS`` (the one table of the SAMPLE layout):
+
+* ``ip``, ``pid``, ``tid``, ``time``, ``cpu``, ``period`` (1 without PERIOD), ``misc``, ``event``
+  (index in the capture's ``EventTable``): numpy columns.
+* ``chain_id`` and ``chains``: CALLCHAIN, deduplicated (see above). :func:`split_callchains`
+  turns chains into (owner, address, context) with the markers dropped — the one place that
+  reads ``PERF_CONTEXT_*`` markers; a guest's and the hypervisor's addresses keep their own
+  context and are never treated as this machine's user or kernel addresses.
+* ``extra[name]`` (or ``column(name)``): the other one-word fields an event recorded —
+  ``identifier``, ``addr``, ``id``, ``stream_id``, ``weight`` (WEIGHT or WEIGHT_STRUCT),
+  ``data_src``, ``transaction``, ``phys_addr``, ``cgroup``, ``data_page_size``,
+  ``code_page_size``; 0 for samples of events without it.
+* ``regs_user`` / ``regs_intr`` (:class:`RegsColumns`): ``abi`` per sample and ``regs``, an
+  (n, nregs) array whose columns are the registers named in ``registers`` (perf_regs.h
+  numbers: the bits of ``attr.sample_regs_user``); ``register(n)`` gives one column.
+* ``stack_user`` (:class:`StackColumns`): ``size``, ``dyn_size`` and ``offset`` — the stack
+  bytes are not copied: they are ``reader.raw_view()[offset[i]:offset[i] + size[i]]`` (FILE
+  offsets into the memory-mapped capture; keep the reader open while you use them). Together
+  with ``regs_user`` this is what a DWARF unwinder needs.
+* ``read`` (:class:`ReadColumns`): PERF_SAMPLE_READ for every ``read_format`` — per sample
+  ``time_enabled``/``time_running``, and the counters as CSR (``start``; ``value``, ``id``,
+  ``lost`` per counter: one without PERF_FORMAT_GROUP, one per group member with it).
+* ``raw`` and ``aux`` (:class:`BytesColumns`): file offset and size of the payload (RAW: a
+  tracepoint's record); ``branch_stack`` (:class:`BranchColumns`): ``nr``, ``hw_idx`` and the
+  file offset of the (from, to, flags) entries.
+
+A variable-size part is None when no event of the capture recorded it.
 """
 
 from __future__ import annotations
@@ -41,14 +71,16 @@ U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 8 << 20  # frames decoded (and their pages released) this many bytes at a time
 
-# Callchain context markers as numpy scalars, for whole-array comparisons, and the cpumodes
-# whose samples are kernel addresses.
+# Callchain context markers (enum perf_callchain_context) as numpy scalars, for whole-array
+# comparisons: every word >= CONTEXT_MAX is a marker, not an address.
 CONTEXT_MAX = np.uint64(R.PERF_CONTEXT_MAX)
 CONTEXT_KERNEL = np.uint64(R.PERF_CONTEXT_KERNEL)
 CONTEXT_USER = np.uint64(R.PERF_CONTEXT_USER)
-KERNEL_MODES = (R.PERF_RECORD_MISC_KERNEL, R.PERF_RECORD_MISC_GUEST_KERNEL)  # frames decoded (and their pages released) this many bytes at a time
+CONTEXT_HV = np.uint64(R.PERF_CONTEXT_HV)
+CONTEXT_GUEST_KERNEL = np.uint64(R.PERF_CONTEXT_GUEST_KERNEL)
+CONTEXT_GUEST_USER = np.uint64(R.PERF_CONTEXT_GUEST_USER)
 
 
 @dataclass
@@ -73,12 +105,119 @@ class ChainTable:
 
 
 @dataclass
+class BytesColumns:
+    """Variable-size bytes of every sample (PERF_SAMPLE_RAW, PERF_SAMPLE_AUX), never copied.
+
+    ``offset[i]`` is the FILE offset of sample i's first byte in the capture (index
+    ``CaptureReader.raw_view()`` with it), ``size[i]`` the number of bytes (0: none). RAW's size
+    is the kernel's u32, which counts the padding it adds after a tracepoint's payload."""
+
+    offset: I64
+    size: I64
+
+    def bytes_of(self, view: memoryview, i: int) -> memoryview:
+        start = int(self.offset[i])
+        return view[start:start + int(self.size[i])]
+
+    def take(self, idx: I64) -> BytesColumns:
+        return BytesColumns(self.offset[idx], self.size[idx])
+
+
+@dataclass
+class StackColumns(BytesColumns):
+    """PERF_SAMPLE_STACK_USER: the copy of the user stack, as file offsets (see
+    :class:`BytesColumns`); ``size`` is what the kernel copied (``attr.sample_stack_user``, 0 when
+    it copied nothing) and ``dyn_size`` how much of it was in use (the bytes above the stack
+    pointer; 0 with ``size`` 0). Byte 0 is the word at the user stack pointer (REGS_USER's sp)."""
+
+    dyn_size: U64 = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+
+    def take(self, idx: I64) -> StackColumns:
+        return StackColumns(self.offset[idx], self.size[idx], self.dyn_size[idx])
+
+
+@dataclass
+class RegsColumns:
+    """PERF_SAMPLE_REGS_USER (or REGS_INTR) of every sample.
+
+    ``regs`` has shape (n, len(registers)): ``regs[i, k]`` is register ``registers[k]`` — its
+    number in the architecture's ``perf_regs.h``, which is its bit in
+    ``attr.sample_regs_user`` — of sample i. ``abi[i]`` is ``PERF_SAMPLE_REGS_ABI_*``; where it
+    is 0 (NONE: no user registers, e.g. a kernel thread) or the sample's event did not ask for a
+    register, that entry is 0."""
+
+    abi: U64
+    regs: U64
+    registers: tuple[int, ...]
+
+    def register(self, number: int) -> U64:
+        """The column of register ``number`` (``KeyError`` if no event recorded it)."""
+        if number not in self.registers:
+            raise KeyError(f"register {number} was not recorded")
+        out: U64 = self.regs[:, self.registers.index(number)]
+        return out
+
+    def take(self, idx: I64) -> RegsColumns:
+        return RegsColumns(self.abi[idx], self.regs[idx], self.registers)
+
+
+@dataclass
+class ReadColumns:
+    """PERF_SAMPLE_READ of every sample, any ``read_format``: the counters as CSR.
+
+    Sample i's counters are entries ``start[i]:start[i + 1]`` of ``value``, ``id`` and ``lost``
+    (one entry without PERF_FORMAT_GROUP, one per group member with it, in the group's order;
+    ``id``/``lost`` are 0 unless PERF_FORMAT_ID/LOST). ``time_enabled``/``time_running`` are per
+    sample (0 unless PERF_FORMAT_TOTAL_TIME_*). Samples of events without READ have none."""
+
+    time_enabled: U64
+    time_running: U64
+    start: I64
+    value: U64
+    id: U64
+    lost: U64
+
+    def counters(self, i: int) -> slice:
+        return slice(int(self.start[i]), int(self.start[i + 1]))
+
+    def take(self, idx: I64) -> ReadColumns:
+        counts = np.diff(self.start)[idx]
+        start = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(counts, out=start[1:])
+        members = ranges(self.start[:-1][idx], counts)
+        return ReadColumns(self.time_enabled[idx], self.time_running[idx], start,
+                           self.value[members], self.id[members], self.lost[members])
+
+
+@dataclass
+class BranchColumns:
+    """PERF_SAMPLE_BRANCH_STACK: ``nr[i]`` entries of three u64 (``from``, ``to``, ``flags``)
+    starting at FILE offset ``offset[i]``; ``hw_idx`` with PERF_SAMPLE_BRANCH_HW_INDEX, else 0."""
+
+    nr: I64
+    offset: I64
+    hw_idx: U64
+
+    def entries(self, w64: U64, i: int) -> U64:
+        """Sample i's entries as an (nr, 3) array, given the capture's u64 view."""
+        first = int(self.offset[i]) >> 3
+        out: U64 = w64[first:first + 3 * int(self.nr[i])].reshape(-1, 3)
+        return out
+
+    def take(self, idx: I64) -> BranchColumns:
+        return BranchColumns(self.nr[idx], self.offset[idx], self.hw_idx[idx])
+
+
+@dataclass
 class SampleColumns:
     """Every sample of a capture, one numpy array per field, sorted by (time, file order).
 
     A column whose PERF_SAMPLE_* bit is absent is all zeros (``has`` says which exist).
     ``chain(i)`` — ``chains.get(chain_id[i])`` — is sample i's callchain as the kernel wrote it,
-    PERF_CONTEXT_* markers included.
+    PERF_CONTEXT_* markers included. The other one-word fields (``addr``, ``id``,
+    ``stream_id``, ``identifier``, ``weight``, ``data_src``, ...) are in ``extra`` when some
+    event recorded them; the variable-size ones in their own column objects (None when no event
+    recorded them). See the module docstring.
     """
 
     event: npt.NDArray[np.int16]
@@ -96,9 +235,25 @@ class SampleColumns:
     # file offset of each sample's record (in ``CaptureReader.raw_view()``): fields the
     # columns leave out (REGS_USER, STACK_USER) are read from there
     offset: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    extra: dict[str, U64] = field(default_factory=dict)
+    read: ReadColumns | None = None
+    raw: BytesColumns | None = None
+    branch_stack: BranchColumns | None = None
+    regs_user: RegsColumns | None = None
+    stack_user: StackColumns | None = None
+    regs_intr: RegsColumns | None = None
+    aux: BytesColumns | None = None
 
     def __len__(self) -> int:
         return int(self.ip.shape[0])
+
+    def column(self, name: str) -> U64:
+        """A one-word field by its perf_event.h name (``"addr"``, ``"weight"``, ...); KeyError
+        when no event of the capture recorded it."""
+        if name in ("ip", "time", "period"):
+            out: U64 = getattr(self, name)
+            return out
+        return self.extra[name]
 
     @property
     def cpumode(self) -> npt.NDArray[np.uint16]:
@@ -129,16 +284,23 @@ class SampleColumns:
             time=self.time[idx], cpu=self.cpu[idx], period=self.period[idx], misc=self.misc[idx],
             seq=self.seq[idx], chain_id=self.chain_id[idx], chains=self.chains, has=self.has,
             offset=self.offset[idx] if len(self.offset) else self.offset,
+            extra={name: column[idx] for name, column in self.extra.items()},
+            **{name: part.take(idx) for name, part in self._parts().items()},
         )
 
     _COLUMNS = ("event", "ip", "pid", "tid", "time", "cpu", "period", "misc", "seq", "chain_id",
                 "offset")
+    _PARTS = ("read", "raw", "branch_stack", "regs_user", "stack_user", "regs_intr", "aux")
+
+    def _parts(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self._PARTS if getattr(self, name) is not None}
 
     def permute(self, order: I64) -> None:
         """Reorder every column in place (one column's temporary at a time)."""
-        for name in self._COLUMNS:
-            column = getattr(self, name)
+        for column in [getattr(self, name) for name in self._COLUMNS] + list(self.extra.values()):
             column[:] = column[order]
+        for name, part in self._parts().items():
+            setattr(self, name, part.take(order))
 
 
 @dataclass
@@ -178,6 +340,69 @@ def ranges(starts: I64, lengths: I64) -> I64:
     # at each range start, jump from the previous range's last element to this range's start
     steps[np.cumsum(n)[:-1]] = s[1:] - (s[:-1] + n[:-1] - 1)
     return np.cumsum(steps)
+
+
+# --- callchains: addresses and the context each runs in -------------------------------------
+
+# The context of an address that no marker precedes, by the sample's cpumode (header.misc & 7).
+_MODE_CONTEXT = np.full(8, CONTEXT_USER, dtype=np.uint64)
+_MODE_CONTEXT[R.PERF_RECORD_MISC_KERNEL] = CONTEXT_KERNEL
+_MODE_CONTEXT[R.PERF_RECORD_MISC_HYPERVISOR] = CONTEXT_HV
+_MODE_CONTEXT[R.PERF_RECORD_MISC_GUEST_KERNEL] = CONTEXT_GUEST_KERNEL
+_MODE_CONTEXT[R.PERF_RECORD_MISC_GUEST_USER] = CONTEXT_GUEST_USER
+
+
+def cpumode_context(cpumode: npt.NDArray[np.uint16]) -> U64:
+    """The ``PERF_CONTEXT_*`` a sample's own ip runs in, from its cpumode."""
+    out: U64 = _MODE_CONTEXT[np.asarray(cpumode, dtype=np.int64) & R.PERF_RECORD_MISC_CPUMODE_MASK]
+    return out
+
+
+@dataclass
+class CallchainEntries:
+    """The addresses of some callchains, markers dropped, leaf first within each chain.
+
+    ``owner[k]`` is the chain (its index in the CSR given to :func:`split_callchains`) address
+    k belongs to; ``context[k]`` the ``PERF_CONTEXT_*`` marker it runs under. Only ``user``
+    and ``kernel`` addresses belong to this machine's processes and kernel: a guest's
+    (``PERF_CONTEXT_GUEST*``) or the hypervisor's cannot be named from the host's maps and
+    symbols, so every reader keeps them out of the host's DSOs (the reporter shows them as
+    ``[unknown]`` frames, ``buildids`` does not count them)."""
+
+    owner: I64
+    addr: U64
+    context: U64
+
+    @property
+    def kernel(self) -> npt.NDArray[np.bool_]:
+        out: npt.NDArray[np.bool_] = self.context == CONTEXT_KERNEL
+        return out
+
+    @property
+    def host(self) -> npt.NDArray[np.bool_]:
+        """Addresses of this machine's user space or kernel."""
+        out: npt.NDArray[np.bool_] = (self.context == CONTEXT_KERNEL) | (self.context == CONTEXT_USER)
+        return out
+
+
+def split_callchains(start: I64, words: U64, cpumode: npt.NDArray[np.uint16]) -> CallchainEntries:
+    """Split callchains (CSR: chain i is ``words[start[i]:start[i + 1]]``, as the kernel wrote
+    them) at their ``PERF_CONTEXT_*`` markers.
+
+    Each address takes the context of the last marker before it in its chain; addresses before
+    any marker take the context of the chain's sample (``cpumode[i]``, see
+    :func:`cpumode_context`). The one place callchains are split: the reporter and ``buildids``
+    both use it."""
+    n = len(start) - 1
+    lengths = np.diff(start)
+    owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    is_marker = words >= CONTEXT_MAX
+    idx = np.arange(len(words), dtype=np.int64)
+    last = np.maximum.accumulate(np.where(is_marker, idx, -1)) if len(words) else idx
+    valid = (last >= 0) & (last >= start[:-1][owner])
+    context = np.where(valid, words[np.maximum(last, 0)], cpumode_context(cpumode)[owner]).astype(np.uint64)
+    keep = ~is_marker
+    return CallchainEntries(owner[keep], words[keep].astype(np.uint64), context[keep])
 
 
 def _walk_record_offsets(sizes16: memoryview, end: int) -> tuple[list[int], int]:
@@ -317,36 +542,102 @@ class _ChainStore:
 # --- decoding -----------------------------------------------------------------------------
 
 
-def _sample_fields(layout: R.SampleLayout) -> dict[str, int]:
-    """Word index (from the record start) of each fixed sample field, and ``_end``."""
-    st = layout.sample_type
-    pos = 1
-    where: dict[str, int] = {}
-    for bit, name in (
-        (R.PERF_SAMPLE_IDENTIFIER, "identifier"), (R.PERF_SAMPLE_IP, "ip"),
-        (R.PERF_SAMPLE_TID, "tid"), (R.PERF_SAMPLE_TIME, "time"), (R.PERF_SAMPLE_ADDR, "addr"),
-        (R.PERF_SAMPLE_ID, "id"), (R.PERF_SAMPLE_STREAM_ID, "stream_id"),
-        (R.PERF_SAMPLE_CPU, "cpu"), (R.PERF_SAMPLE_PERIOD, "period"),
-    ):
-        if st & bit:
-            where[name] = pos
-            pos += 1
-    where["_end"] = pos
-    return where
-
-
-def _read_words(read_format: int) -> int:
-    """Words of a non-group ``struct read_format``."""
-    return 1 + R._popcount(read_format & (R.PERF_FORMAT_TOTAL_TIME_ENABLED
-                                          | R.PERF_FORMAT_TOTAL_TIME_RUNNING
-                                          | R.PERF_FORMAT_ID | R.PERF_FORMAT_LOST))
-
-
 _DTYPES: dict[str, Any] = {
     "event": np.int16, "ip": np.uint64, "pid": np.int32, "tid": np.int32, "time": np.uint64,
     "cpu": np.int32, "period": np.uint64, "misc": np.uint16, "seq": np.int64, "chain_id": np.int32,
     "offset": np.int64,
 }
+_CORE_WORDS = ("ip", "tid", "time", "cpu", "period")  # one-word fields with their own column
+_MAX_GROUP = 0x10000  # more group members than any record can hold
+
+
+def _fits(value: U64, room: I64) -> npt.NDArray[np.bool_]:
+    """``value <= room`` without overflow (a negative room fits nothing)."""
+    out: npt.NDArray[np.bool_] = (room >= 0) & (value <= np.maximum(room, 0).astype(np.uint64))
+    return out
+
+
+class _Walk:
+    """Where every field of a group of samples (one event, so one layout) starts.
+
+    The fields are visited in :data:`records.SAMPLE_FIELDS` order; ``at[name]`` is the word
+    index (in the whole file) of each field's first word, ``count[name]`` its element count
+    (callchain entries, group members, RAW/AUX/stack bytes, registers). A sample whose fields
+    would run past its record is not ``ok`` (and its positions are not used)."""
+
+    def __init__(self, views: _Views, layout: R.SampleLayout, base: I64, end: I64) -> None:
+        self.w64 = views.w64
+        self.w32 = views.w32
+        self.end = end
+        self.ok = end > base
+        self.at: dict[str, I64] = {}
+        self.count: dict[str, I64] = {}
+        cur = base + 1  # the word after perf_event_header
+        for f in layout.sample_fields:
+            self.at[f.name] = cur
+            if f.kind in R.FIXED_KINDS:
+                cur = cur + 1
+            else:
+                cur = self._variable(f, layout.shape(f), cur)
+            self.ok &= cur <= end
+
+    def peek(self, pos: I64) -> U64:
+        """The u64 at word ``pos`` where the sample is still ok and ``pos`` inside its record;
+        elsewhere 0 (and the sample is no longer ok)."""
+        self.ok &= pos < self.end
+        out: U64 = np.where(self.ok, self.w64[np.where(self.ok, pos, 0)], 0).astype(np.uint64)
+        return out
+
+    def _bounded(self, value: U64, room: I64) -> I64:
+        """``value`` as int64 where it fits in ``room``; 0 (and not ok) where it does not."""
+        fits = _fits(value, room)
+        self.ok &= fits
+        return np.where(self.ok, value, 0).astype(np.int64)
+
+    def _variable(self, f: R.SampleField, shape: int, cur: I64) -> I64:
+        room = self.end - cur - 1  # words after the field's first word
+        if f.kind == R.KIND_READ:
+            times = R._popcount(shape & (R.PERF_FORMAT_TOTAL_TIME_ENABLED | R.PERF_FORMAT_TOTAL_TIME_RUNNING))
+            per = 1 + bool(shape & R.PERF_FORMAT_ID) + bool(shape & R.PERF_FORMAT_LOST)
+            if not shape & R.PERF_FORMAT_GROUP:
+                self.count[f.name] = np.ones(len(cur), dtype=np.int64)
+                out: I64 = cur + times + per
+                return out
+            nr = self._bounded(self.peek(cur), np.minimum(room // per, _MAX_GROUP))
+            self.count[f.name] = nr
+            return cur + 1 + times + nr * per
+        if f.kind == R.KIND_CALLCHAIN:
+            nr = self._bounded(self.peek(cur), room)
+            self.count[f.name] = nr
+            return cur + 1 + nr
+        if f.kind == R.KIND_RAW:
+            self.ok &= cur < self.end
+            size = np.where(self.ok, self.w32[np.where(self.ok, cur, 0) * 2], 0).astype(np.uint64)
+            nbytes = self._bounded(size, room * 8 + 4)
+            self.count[f.name] = nbytes
+            return cur + (nbytes + 4 + 7) // 8
+        if f.kind == R.KIND_BRANCH:
+            hw = int(bool(shape & R.PERF_SAMPLE_BRANCH_HW_INDEX))
+            nr = self._bounded(self.peek(cur), (room - hw) // 3)
+            self.count[f.name] = nr
+            return cur + 1 + hw + 3 * nr
+        if f.kind == R.KIND_REGS:
+            nregs = np.where(self.peek(cur) != 0, R._popcount(shape), 0).astype(np.int64)
+            self.count[f.name] = nregs
+            return cur + 1 + nregs
+        # KIND_STACK and KIND_AUX: u64 size, the bytes; STACK adds dyn_size when size != 0
+        nbytes = self._bounded(self.peek(cur), room * 8)
+        self.count[f.name] = nbytes
+        tail = (nbytes != 0).astype(np.int64) if f.kind == R.KIND_STACK else 0
+        return cur + 1 + (nbytes + 7) // 8 + tail
+
+    def word(self, name: str, keep: I64) -> U64:
+        out: U64 = self.w64[self.at[name][keep]].astype(np.uint64, copy=False)
+        return out
+
+    def half(self, name: str, keep: I64, second: bool) -> I32:
+        out: I32 = self.w32[self.at[name][keep] * 2 + int(second)].astype(np.uint32, copy=False).view(np.int32)
+        return out
 
 
 class _SampleBuilder:
@@ -354,7 +645,8 @@ class _SampleBuilder:
 
     The columns are allocated once, at their final size (the number of sample records is
     counted first), so no chunk's pieces are kept and concatenated: peak memory stays the
-    columns plus one chunk's temporaries."""
+    columns plus one chunk's temporaries (READ's counters, whose number is only known while
+    decoding, are the exception)."""
 
     def __init__(self, events: EventTable, n: int, callchains: bool = True) -> None:
         self.events = events
@@ -364,6 +656,38 @@ class _SampleBuilder:
         self.store = _ChainStore()
         self.damaged = 0
         self.has: set[str] = set()
+        present = 0
+        for ev in events.events:
+            present |= ev.layout.sample_type
+        fields = [f for f in R.SAMPLE_FIELDS if present & f.bit]
+        self.extra = {f.name: np.zeros(n, dtype=np.uint64) for f in fields
+                      if f.kind == R.KIND_U64 and f.name not in _CORE_WORDS}
+        self.parts = {f.name: self._allocate(f, n, events) for f in fields if f.kind not in R.FIXED_KINDS
+                      and f.kind != R.KIND_CALLCHAIN}
+        self.read_parts: list[tuple[U64, U64, U64]] = []
+
+    @staticmethod
+    def _allocate(f: R.SampleField, n: int, events: EventTable) -> Any:
+        def i64() -> I64:
+            return np.zeros(n, dtype=np.int64)
+
+        def u64() -> U64:
+            return np.zeros(n, dtype=np.uint64)
+
+        if f.kind == R.KIND_READ:
+            return ReadColumns(u64(), u64(), np.zeros(n + 1, dtype=np.int64), u64(), u64(), u64())
+        if f.kind == R.KIND_BRANCH:
+            return BranchColumns(i64(), i64(), u64())
+        if f.kind == R.KIND_REGS:
+            mask = 0
+            for ev in events.events:
+                if ev.layout.sample_type & f.bit:
+                    mask |= ev.layout.shape(f)
+            registers = tuple(b for b in range(64) if mask >> b & 1)
+            return RegsColumns(u64(), np.zeros((n, len(registers)), dtype=np.uint64), registers)
+        if f.kind == R.KIND_STACK:
+            return StackColumns(i64(), i64(), u64())
+        return BytesColumns(i64(), i64())  # RAW, AUX
 
     def add(self, views: _Views, offs: I64, sizes: I64, seq: I64) -> None:
         events = self.events
@@ -382,79 +706,115 @@ class _SampleBuilder:
 
     def _add_group(self, views: _Views, ev: Event, offs: I64, sizes: I64, seq: I64) -> None:
         layout = ev.layout
-        st = layout.sample_type
-        where = _sample_fields(layout)
         base = offs >> 3
-        end = base + (sizes >> 3)
-        ok = end >= base + where["_end"]
-        w64, w32 = views.w64, views.w32
-        cur = base + where["_end"]
-        if st & R.PERF_SAMPLE_READ:
-            if layout.read_format & R.PERF_FORMAT_GROUP:
-                nr = w64[np.minimum(np.where(ok, cur, 0), len(w64) - 1)].astype(np.int64)
-                per = (1 + bool(layout.read_format & R.PERF_FORMAT_ID)
-                       + bool(layout.read_format & R.PERF_FORMAT_LOST))
-                nr = np.where((nr < 0) | (nr > 0x10000), 0x10000, nr)
-                cur = cur + 1 + R._popcount(layout.read_format & 3) + nr * per
-            else:
-                cur = cur + _read_words(layout.read_format)
-            ok &= cur <= end
-        if st & R.PERF_SAMPLE_CALLCHAIN:
-            inside = ok & (cur < end)
-            nr = np.where(inside, w64[np.where(inside, cur, 0)].astype(np.uint64), 0)
-            room = (end - cur - 1).clip(min=0).astype(np.uint64)
-            ok &= inside & (nr <= room)
-            lengths = np.where(ok, nr, 0).astype(np.int64)
-            self.has.add("callchain")
-        else:
-            lengths = np.zeros(len(offs), dtype=np.int64)
-        self.has.update(name for name in where if not name.startswith("_"))
+        walk = _Walk(views, layout, base, base + (sizes >> 3))
+        self.has.update(f.name for f in layout.sample_fields)
         if not self.callchains:
             self.has.discard("callchain")
-
         n = len(offs)
-        damaged = int(n - np.count_nonzero(ok))
+        damaged = int(n - np.count_nonzero(walk.ok))
         self.damaged += damaged
-        keep = np.flatnonzero(ok) if damaged else np.arange(n)
-        kbase = base[keep]
+        keep = np.flatnonzero(walk.ok) if damaged else np.arange(n)
         nk = len(keep)
-
-        def word(name: str, default: int = 0) -> U64:
-            if name not in where:
-                return np.full(nk, default, dtype=np.uint64)
-            out: U64 = w64[kbase + where[name]].astype(np.uint64, copy=False)
-            return out
-
-        def half(name: str, second: bool) -> I32:
-            if name not in where:
-                return np.zeros(nk, dtype=np.int32)
-            out: I32 = w32[(kbase + where[name]) * 2 + int(second)].astype(np.uint32, copy=False).view(np.int32)
-            return out
-
         at = slice(self.filled, self.filled + nk)
         self.filled += nk
         c = self.cols
         c["event"][at] = ev.index
-        c["ip"][at] = word("ip")
-        c["pid"][at] = half("tid", False)
-        c["tid"][at] = half("tid", True)
-        c["time"][at] = word("time")
-        c["cpu"][at] = half("cpu", False)
-        c["period"][at] = word("period", 1)
+        for name, default in (("ip", 0), ("time", 0), ("period", 1)):
+            c[name][at] = walk.word(name, keep) if name in walk.at else default
+        for name, col, second in (("tid", "pid", False), ("tid", "tid", True), ("cpu", "cpu", False)):
+            c[col][at] = walk.half(name, keep, second) if name in walk.at else 0
         c["misc"][at] = views.w16[(offs[keep] >> 1) + 2]
         c["seq"][at] = seq[keep]
         c["offset"][at] = offs[keep]
-        if self.callchains:
-            c["chain_id"][at] = self.store.add(w64, (cur + 1)[keep].astype(np.int64), lengths[keep])
+        for name, column in self.extra.items():
+            column[at] = walk.word(name, keep) if name in walk.at else 0
+        if self.callchains and "callchain" in walk.at:
+            first = walk.at["callchain"][keep] + 1
+            c["chain_id"][at] = self.store.add(views.w64, first, walk.count["callchain"][keep])
         else:
             c["chain_id"][at] = 0
+        for f in layout.sample_fields:
+            if f.name in self.parts:
+                self._fill_part(f, layout.shape(f), walk, keep, at)
+
+    def _fill_part(self, f: R.SampleField, shape: int, walk: _Walk, keep: I64, at: slice) -> None:
+        part = self.parts[f.name]
+        first, count = walk.at[f.name][keep], walk.count[f.name][keep]
+        if f.kind == R.KIND_READ:
+            self._fill_read(part, shape, walk, first, count, at)
+        elif f.kind == R.KIND_BRANCH:
+            hw = int(bool(shape & R.PERF_SAMPLE_BRANCH_HW_INDEX))
+            part.nr[at] = count
+            part.offset[at] = (first + 1 + hw) * 8
+            part.hw_idx[at] = walk.w64[first + 1] if hw else 0
+        elif f.kind == R.KIND_REGS:
+            abi = walk.w64[first].astype(np.uint64)
+            part.abi[at] = abi
+            rows = np.arange(at.start, at.stop)
+            has_regs = abi != 0
+            for j, number in enumerate(b for b in range(64) if shape >> b & 1):
+                value = walk.w64[np.where(has_regs, first + 1 + j, first)].astype(np.uint64)
+                part.regs[rows, part.registers.index(number)] = np.where(has_regs, value, 0)
+        elif f.kind == R.KIND_RAW:
+            part.offset[at] = first * 8 + 4
+            part.size[at] = count
+        else:  # STACK, AUX
+            part.offset[at] = (first + 1) * 8
+            part.size[at] = count
+            if f.kind == R.KIND_STACK:
+                dyn_at = first + 1 + (count + 7) // 8
+                dyn = walk.w64[np.where(count != 0, dyn_at, first)].astype(np.uint64)
+                part.dyn_size[at] = np.where(count != 0, dyn, 0)
+
+    def _fill_read(self, part: ReadColumns, shape: int, walk: _Walk, first: I64, count: I64, at: slice) -> None:
+        """Group: ``nr, [time_enabled], [time_running], {value, [id], [lost]}[nr]``; otherwise
+        ``value, [time_enabled], [time_running], [id], [lost]`` (struct read_format)."""
+        w64 = walk.w64
+        has_id, has_lost = int(bool(shape & R.PERF_FORMAT_ID)), int(bool(shape & R.PERF_FORMAT_LOST))
+        pos = first + 1  # after nr (group) or after value
+        for bit, column in ((R.PERF_FORMAT_TOTAL_TIME_ENABLED, part.time_enabled),
+                            (R.PERF_FORMAT_TOTAL_TIME_RUNNING, part.time_running)):
+            if shape & bit:
+                column[at] = w64[pos]
+                pos = pos + 1
+        if shape & R.PERF_FORMAT_GROUP:
+            per = 1 + has_id + has_lost
+            value_at = np.repeat(pos, count) + ranges(np.zeros(len(count), dtype=np.int64), count) * per
+            id_at = value_at + 1
+        else:
+            value_at, id_at = first, pos
+        lost_at = id_at + has_id
+        zeros = np.zeros(len(value_at), dtype=np.uint64)
+        self.read_parts.append((
+            w64[value_at].astype(np.uint64),
+            w64[id_at].astype(np.uint64) if has_id else zeros,
+            w64[lost_at].astype(np.uint64) if has_lost else zeros,
+        ))
+        part.start[at.start + 1:at.stop + 1] = count
 
     def finish(self) -> SampleColumns:
-        cols = {name: column[:self.filled] for name, column in self.cols.items()}
-        samples = SampleColumns(chains=self.store.table(), has=frozenset(self.has), **cols)
+        n = self.filled
+        cols = {name: column[:n] for name, column in self.cols.items()}
+        parts = {name: self._trim(part, n) for name, part in self.parts.items()}
+        samples = SampleColumns(
+            event=cols["event"], ip=cols["ip"], pid=cols["pid"], tid=cols["tid"], time=cols["time"],
+            cpu=cols["cpu"], period=cols["period"], misc=cols["misc"], seq=cols["seq"],
+            chain_id=cols["chain_id"], offset=cols["offset"], chains=self.store.table(), has=frozenset(self.has),
+            extra={k: v[:n] for k, v in self.extra.items()})
+        for name, part in parts.items():
+            setattr(samples, name, part)
         if len(samples) > 1 and not (np.diff(samples.seq) > 0).all():
             samples.permute(np.argsort(samples.seq, kind="stable"))  # several events: file order
         return samples
+
+    def _trim(self, part: Any, n: int) -> Any:
+        if isinstance(part, ReadColumns):
+            start = np.cumsum(part.start[:n + 1])
+            vals = [np.concatenate([p[k] for p in self.read_parts]) if self.read_parts
+                    else np.zeros(0, dtype=np.uint64) for k in range(3)]
+            return ReadColumns(part.time_enabled[:n], part.time_running[:n], start, *vals)
+        return part.take(np.arange(n))
 
 
 def _chunks(frames: list[Frame]) -> Iterator[list[Frame]]:

@@ -36,12 +36,13 @@ def _record_offsets(buf: bytes | memoryview) -> list[int]:
 
 
 def _fixed_words(layout: R.SampleLayout) -> int:
+    """Words before the first variable-size field: the header and the one-word fields that
+    precede it (records.SAMPLE_FIELDS is the order)."""
     words = 1
-    for bit in (R.PERF_SAMPLE_IDENTIFIER, R.PERF_SAMPLE_IP, R.PERF_SAMPLE_TID, R.PERF_SAMPLE_TIME,
-                R.PERF_SAMPLE_ADDR, R.PERF_SAMPLE_ID, R.PERF_SAMPLE_STREAM_ID, R.PERF_SAMPLE_CPU,
-                R.PERF_SAMPLE_PERIOD):
-        if layout.sample_type & bit:
-            words += 1
+    for f in layout.sample_fields:
+        if f.kind not in R.FIXED_KINDS:
+            break
+        words += 1
     return words
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Any, ClassVar
 
 from profiler.errors import FormatError
@@ -117,6 +118,81 @@ PERF_CONTEXT_GUEST_KERNEL = (1 << 64) - 2176
 PERF_CONTEXT_GUEST_USER = (1 << 64) - 2560
 PERF_CONTEXT_MAX = (1 << 64) - 4095
 
+# --- the SAMPLE record's fields: one table -------------------------------------------------
+#
+# The order is the kernel's (perf_output_sample() in kernel/events/core.c, which writes CGROUP,
+# then the page sizes, then AUX; the header's comment lists AUX earlier and omits CGROUP). This
+# table drives the exact decoder and encoder below and the columnar decoder's offsets
+# (profiler.format.bulk): the order is written once.
+
+KIND_U64 = "u64"  # one u64
+KIND_U32_PAIR = "u32x2"  # two u32 in one word: (pid, tid), (cpu, res)
+KIND_READ = "read"  # struct read_format, shaped by attr.read_format
+KIND_CALLCHAIN = "callchain"  # u64 nr; u64 ips[nr]
+KIND_RAW = "raw"  # u32 size; char data[size] (size counts the padding to 8)
+KIND_BRANCH = "branch_stack"  # u64 nr; u64 hw_idx (BRANCH_HW_INDEX only); {from, to, flags}[nr]
+KIND_REGS = "regs"  # u64 abi; u64 regs[popcount(mask)] unless abi is 0 (NONE)
+KIND_STACK = "stack"  # u64 size; char data[size]; u64 dyn_size (only when size is not 0)
+KIND_AUX = "aux"  # u64 size; char data[size]
+
+FIXED_KINDS = (KIND_U64, KIND_U32_PAIR)  # one word each
+
+
+@dataclass(frozen=True)
+class SampleField:
+    """One ``PERF_SAMPLE_*`` field: the bit(s) that select it, its name in perf_event.h, how
+    it is laid out, the attributes of :class:`Sample` (or :class:`SampleId`) it fills, and
+    the attr field that shapes it (``read_format``, ``sample_regs_user``, ...), if any."""
+
+    bit: int
+    name: str
+    kind: str
+    attrs: tuple[str, ...]
+    shaped_by: str = ""
+
+
+def _u64(bit: int, name: str) -> SampleField:
+    return SampleField(bit, name, KIND_U64, (name,))
+
+
+F_IDENTIFIER = _u64(PERF_SAMPLE_IDENTIFIER, "identifier")
+F_TID = SampleField(PERF_SAMPLE_TID, "tid", KIND_U32_PAIR, ("pid", "tid"))
+F_TIME = _u64(PERF_SAMPLE_TIME, "time")
+F_ID = _u64(PERF_SAMPLE_ID, "id")
+F_STREAM_ID = _u64(PERF_SAMPLE_STREAM_ID, "stream_id")
+F_CPU = SampleField(PERF_SAMPLE_CPU, "cpu", KIND_U32_PAIR, ("cpu", "res"))
+
+SAMPLE_FIELDS: tuple[SampleField, ...] = (
+    F_IDENTIFIER,
+    _u64(PERF_SAMPLE_IP, "ip"),
+    F_TID,
+    F_TIME,
+    _u64(PERF_SAMPLE_ADDR, "addr"),
+    F_ID,
+    F_STREAM_ID,
+    F_CPU,
+    _u64(PERF_SAMPLE_PERIOD, "period"),
+    SampleField(PERF_SAMPLE_READ, "read", KIND_READ, ("read",), "read_format"),
+    SampleField(PERF_SAMPLE_CALLCHAIN, "callchain", KIND_CALLCHAIN, ("callchain",)),
+    SampleField(PERF_SAMPLE_RAW, "raw", KIND_RAW, ("raw",)),
+    SampleField(PERF_SAMPLE_BRANCH_STACK, "branch_stack", KIND_BRANCH, ("branch_hw_idx", "branch_stack"),
+                "branch_sample_type"),
+    SampleField(PERF_SAMPLE_REGS_USER, "regs_user", KIND_REGS, ("regs_user_abi", "regs_user"), "sample_regs_user"),
+    SampleField(PERF_SAMPLE_STACK_USER, "stack_user", KIND_STACK, ("stack_user", "stack_user_dyn_size")),
+    SampleField(PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT, "weight", KIND_U64, ("weight",)),
+    _u64(PERF_SAMPLE_DATA_SRC, "data_src"),
+    _u64(PERF_SAMPLE_TRANSACTION, "transaction"),
+    SampleField(PERF_SAMPLE_REGS_INTR, "regs_intr", KIND_REGS, ("regs_intr_abi", "regs_intr"), "sample_regs_intr"),
+    _u64(PERF_SAMPLE_PHYS_ADDR, "phys_addr"),
+    _u64(PERF_SAMPLE_CGROUP, "cgroup"),
+    _u64(PERF_SAMPLE_DATA_PAGE_SIZE, "data_page_size"),
+    _u64(PERF_SAMPLE_CODE_PAGE_SIZE, "code_page_size"),
+    SampleField(PERF_SAMPLE_AUX, "aux", KIND_AUX, ("aux",)),
+)
+
+#: ``struct sample_id``, the trailer of non-sample records with ``sample_id_all``.
+SAMPLE_ID_FIELDS: tuple[SampleField, ...] = (F_TID, F_TIME, F_ID, F_STREAM_ID, F_CPU, F_IDENTIFIER)
+
 HEADER_SIZE = 8
 MAX_RECORD_SIZE = 0xFFFF  # header.size is a u16
 
@@ -156,18 +232,26 @@ class SampleLayout:
             byte_order="<" if byte_order == "little" else ">",
         )
 
+    @cached_property
+    def sample_fields(self) -> tuple[SampleField, ...]:
+        """The fields of this event's SAMPLE records, in the order they are written."""
+        return tuple(f for f in SAMPLE_FIELDS if self.sample_type & f.bit)
+
+    @cached_property
+    def sample_id_fields(self) -> tuple[SampleField, ...]:
+        """The fields of the ``struct sample_id`` trailer (none without ``sample_id_all``)."""
+        if not self.sample_id_all:
+            return ()
+        return tuple(f for f in SAMPLE_ID_FIELDS if self.sample_type & f.bit)
+
     @property
     def trailer_size(self) -> int:
         """Bytes of ``struct sample_id`` at the end of non-sample records."""
-        if not self.sample_id_all:
-            return 0
-        st = self.sample_type
-        size = 0
-        for bit in (PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_SAMPLE_ID, PERF_SAMPLE_STREAM_ID,
-                    PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER):
-            if st & bit:
-                size += 8
-        return size
+        return 8 * len(self.sample_id_fields)
+
+    def shape(self, field: SampleField) -> int:
+        """The attr value that shapes ``field`` (its register mask, read_format, ...), or 0."""
+        return int(getattr(self, field.shaped_by)) if field.shaped_by else 0
 
 
 @dataclass(slots=True)
@@ -621,84 +705,57 @@ def read_format_size(read_format: int, nr: int = 1) -> int:
     return 8 * (times + per)
 
 
-def _decode_sample_id(cur: _Cursor, st: int) -> SampleId:
+def _decode_fixed(cur: _Cursor, target: Any, field: SampleField) -> None:
+    if field.kind == KIND_U64:
+        setattr(target, field.attrs[0], cur.u64())
+    else:
+        setattr(target, field.attrs[0], cur.u32())
+        setattr(target, field.attrs[1], cur.u32())
+
+
+def _decode_sample_id(cur: _Cursor, layout: SampleLayout) -> SampleId:
     sid = SampleId()
-    if st & PERF_SAMPLE_TID:
-        sid.pid, sid.tid = cur.u32(), cur.u32()
-    if st & PERF_SAMPLE_TIME:
-        sid.time = cur.u64()
-    if st & PERF_SAMPLE_ID:
-        sid.id = cur.u64()
-    if st & PERF_SAMPLE_STREAM_ID:
-        sid.stream_id = cur.u64()
-    if st & PERF_SAMPLE_CPU:
-        sid.cpu, sid.res = cur.u32(), cur.u32()
-    if st & PERF_SAMPLE_IDENTIFIER:
-        sid.identifier = cur.u64()
+    for f in layout.sample_id_fields:
+        _decode_fixed(cur, sid, f)
     return sid
 
 
-def _decode_sample(cur: _Cursor, layout: SampleLayout, misc: int) -> Sample:
-    st = layout.sample_type
-    s = Sample(misc=misc)
-    if st & PERF_SAMPLE_IDENTIFIER:
-        s.identifier = cur.u64()
-    if st & PERF_SAMPLE_IP:
-        s.ip = cur.u64()
-    if st & PERF_SAMPLE_TID:
-        s.pid, s.tid = cur.u32(), cur.u32()
-    if st & PERF_SAMPLE_TIME:
-        s.time = cur.u64()
-    if st & PERF_SAMPLE_ADDR:
-        s.addr = cur.u64()
-    if st & PERF_SAMPLE_ID:
-        s.id = cur.u64()
-    if st & PERF_SAMPLE_STREAM_ID:
-        s.stream_id = cur.u64()
-    if st & PERF_SAMPLE_CPU:
-        s.cpu, s.res = cur.u32(), cur.u32()
-    if st & PERF_SAMPLE_PERIOD:
-        s.period = cur.u64()
-    if st & PERF_SAMPLE_READ:
-        s.read = _decode_read(cur, layout.read_format)
-    if st & PERF_SAMPLE_CALLCHAIN:
+def _decode_branch(cur: _Cursor, s: Sample, branch_sample_type: int) -> None:
+    nr = cur.u64()
+    if branch_sample_type & PERF_SAMPLE_BRANCH_HW_INDEX:
+        s.branch_hw_idx = cur.u64()
+    flat = cur.u64s(3 * nr)
+    s.branch_stack = tuple(BranchEntry(*flat[i:i + 3]) for i in range(0, len(flat), 3))
+
+
+def _decode_variable(cur: _Cursor, s: Sample, f: SampleField, shape: int) -> None:
+    if f.kind == KIND_READ:
+        s.read = _decode_read(cur, shape)
+    elif f.kind == KIND_CALLCHAIN:
         s.callchain = cur.u64s(cur.u64())
-    if st & PERF_SAMPLE_RAW:
+    elif f.kind == KIND_RAW:
         s.raw = cur.raw(cur.u32())
-    if st & PERF_SAMPLE_BRANCH_STACK:
-        nr = cur.u64()
-        if layout.branch_sample_type & PERF_SAMPLE_BRANCH_HW_INDEX:
-            s.branch_hw_idx = cur.u64()
-        flat = cur.u64s(3 * nr)
-        s.branch_stack = tuple(BranchEntry(*flat[i:i + 3]) for i in range(0, len(flat), 3))
-    if st & PERF_SAMPLE_REGS_USER:
-        s.regs_user_abi = cur.u64()
-        s.regs_user = cur.u64s(_popcount(layout.sample_regs_user)) if s.regs_user_abi else ()
-    if st & PERF_SAMPLE_STACK_USER:
+    elif f.kind == KIND_BRANCH:
+        _decode_branch(cur, s, shape)
+    elif f.kind == KIND_REGS:
+        abi = cur.u64()
+        setattr(s, f.attrs[0], abi)
+        setattr(s, f.attrs[1], cur.u64s(_popcount(shape)) if abi else ())
+    elif f.kind == KIND_STACK:
         size = cur.u64()
         s.stack_user = cur.raw(size)
         s.stack_user_dyn_size = cur.u64() if size else 0
-    if st & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT):
-        s.weight = cur.u64()
-    if st & PERF_SAMPLE_DATA_SRC:
-        s.data_src = cur.u64()
-    if st & PERF_SAMPLE_TRANSACTION:
-        s.transaction = cur.u64()
-    if st & PERF_SAMPLE_REGS_INTR:
-        s.regs_intr_abi = cur.u64()
-        s.regs_intr = cur.u64s(_popcount(layout.sample_regs_intr)) if s.regs_intr_abi else ()
-    if st & PERF_SAMPLE_PHYS_ADDR:
-        s.phys_addr = cur.u64()
-    # The kernel writes CGROUP, the page sizes, then AUX (kernel/events/core.c,
-    # perf_output_sample); the header comment lists AUX earlier and omits CGROUP.
-    if st & PERF_SAMPLE_CGROUP:
-        s.cgroup = cur.u64()
-    if st & PERF_SAMPLE_DATA_PAGE_SIZE:
-        s.data_page_size = cur.u64()
-    if st & PERF_SAMPLE_CODE_PAGE_SIZE:
-        s.code_page_size = cur.u64()
-    if st & PERF_SAMPLE_AUX:
+    else:  # KIND_AUX
         s.aux = cur.raw(cur.u64())
+
+
+def _decode_sample(cur: _Cursor, layout: SampleLayout, misc: int) -> Sample:
+    s = Sample(misc=misc)
+    for f in layout.sample_fields:
+        if f.kind in FIXED_KINDS:
+            _decode_fixed(cur, s, f)
+        else:
+            _decode_variable(cur, s, f, layout.shape(f))
     return s
 
 
@@ -761,7 +818,7 @@ def decode_record(buf: bytes | memoryview, offset: int, layout: SampleLayout) ->
         raise RecordDecodeError(f"{record_name(rtype)} record too short for its sample_id trailer")
     rec = _decode_body(_Cursor(buf, offset + HEADER_SIZE, end - tsize, bo), rtype, misc, layout)
     if tsize:
-        rec.sample_id = _decode_sample_id(_Cursor(buf, end - tsize, end, bo), layout.sample_type)
+        rec.sample_id = _decode_sample_id(_Cursor(buf, end - tsize, end, bo), layout)
     return rec
 
 
@@ -828,92 +885,61 @@ def _encode_read(w: _Writer, values: ReadValues, read_format: int) -> None:
             w.u64(_opt(lost))
 
 
-def _encode_sample(w: _Writer, s: Sample, layout: SampleLayout) -> None:
-    st = layout.sample_type
-    if st & PERF_SAMPLE_IDENTIFIER:
-        w.u64(_opt(s.identifier))
-    if st & PERF_SAMPLE_IP:
-        w.u64(_opt(s.ip))
-    if st & PERF_SAMPLE_TID:
-        w.u32(_opt(s.pid), _opt(s.tid))
-    if st & PERF_SAMPLE_TIME:
-        w.u64(_opt(s.time))
-    if st & PERF_SAMPLE_ADDR:
-        w.u64(_opt(s.addr))
-    if st & PERF_SAMPLE_ID:
-        w.u64(_opt(s.id))
-    if st & PERF_SAMPLE_STREAM_ID:
-        w.u64(_opt(s.stream_id))
-    if st & PERF_SAMPLE_CPU:
-        w.u32(_opt(s.cpu), _opt(s.res))
-    if st & PERF_SAMPLE_PERIOD:
-        w.u64(_opt(s.period))
-    if st & PERF_SAMPLE_READ:
-        _encode_read(w, s.read or ReadValues(), layout.read_format)
-    if st & PERF_SAMPLE_CALLCHAIN:
+def _encode_fixed(w: _Writer, source: Any, field: SampleField) -> None:
+    if field.kind == KIND_U64:
+        w.u64(_opt(getattr(source, field.attrs[0])))
+    else:
+        w.u32(_opt(getattr(source, field.attrs[0])), _opt(getattr(source, field.attrs[1])))
+
+
+def _encode_variable(w: _Writer, s: Sample, f: SampleField, shape: int) -> None:
+    if f.kind == KIND_READ:
+        _encode_read(w, s.read or ReadValues(), shape)
+    elif f.kind == KIND_CALLCHAIN:
         chain = s.callchain or ()
         w.u64(len(chain), *chain)
-    if st & PERF_SAMPLE_RAW:
+    elif f.kind == KIND_RAW:
         # The kernel pads raw data so that u32 size + data is a multiple of 8.
         data = s.raw or b""
         data = data + b"\0" * (-(len(data) + 4) % 8)
         w.u32(len(data))
         w.raw(data)
-    if st & PERF_SAMPLE_BRANCH_STACK:
+    elif f.kind == KIND_BRANCH:
         entries = s.branch_stack or ()
         w.u64(len(entries))
-        if layout.branch_sample_type & PERF_SAMPLE_BRANCH_HW_INDEX:
+        if shape & PERF_SAMPLE_BRANCH_HW_INDEX:
             w.u64(_opt(s.branch_hw_idx))
         for e in entries:
             w.u64(e.from_ip, e.to_ip, e.flags)
-    if st & PERF_SAMPLE_REGS_USER:
-        w.u64(_opt(s.regs_user_abi))
-        if s.regs_user_abi:
-            w.u64(*(s.regs_user or ()))
-    if st & PERF_SAMPLE_STACK_USER:
+    elif f.kind == KIND_REGS:
+        abi = _opt(getattr(s, f.attrs[0]))
+        w.u64(abi)
+        if abi:
+            w.u64(*(getattr(s, f.attrs[1]) or ()))
+    elif f.kind == KIND_STACK:
         data = s.stack_user or b""
         w.u64(len(data))
         if data:
             w.raw(data)
             w.u64(_opt(s.stack_user_dyn_size))
-    if st & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT):
-        w.u64(_opt(s.weight))
-    if st & PERF_SAMPLE_DATA_SRC:
-        w.u64(_opt(s.data_src))
-    if st & PERF_SAMPLE_TRANSACTION:
-        w.u64(_opt(s.transaction))
-    if st & PERF_SAMPLE_REGS_INTR:
-        w.u64(_opt(s.regs_intr_abi))
-        if s.regs_intr_abi:
-            w.u64(*(s.regs_intr or ()))
-    if st & PERF_SAMPLE_PHYS_ADDR:
-        w.u64(_opt(s.phys_addr))
-    if st & PERF_SAMPLE_CGROUP:
-        w.u64(_opt(s.cgroup))
-    if st & PERF_SAMPLE_DATA_PAGE_SIZE:
-        w.u64(_opt(s.data_page_size))
-    if st & PERF_SAMPLE_CODE_PAGE_SIZE:
-        w.u64(_opt(s.code_page_size))
-    if st & PERF_SAMPLE_AUX:
+    else:  # KIND_AUX
         data = s.aux or b""
         w.u64(len(data))
         w.raw(data)
+
+
+def _encode_sample(w: _Writer, s: Sample, layout: SampleLayout) -> None:
+    for f in layout.sample_fields:
+        if f.kind in FIXED_KINDS:
+            _encode_fixed(w, s, f)
+        else:
+            _encode_variable(w, s, f, layout.shape(f))
     w.pad8()
 
 
-def _encode_sample_id(w: _Writer, sid: SampleId, st: int) -> None:
-    if st & PERF_SAMPLE_TID:
-        w.u32(_opt(sid.pid), _opt(sid.tid))
-    if st & PERF_SAMPLE_TIME:
-        w.u64(_opt(sid.time))
-    if st & PERF_SAMPLE_ID:
-        w.u64(_opt(sid.id))
-    if st & PERF_SAMPLE_STREAM_ID:
-        w.u64(_opt(sid.stream_id))
-    if st & PERF_SAMPLE_CPU:
-        w.u32(_opt(sid.cpu), _opt(sid.res))
-    if st & PERF_SAMPLE_IDENTIFIER:
-        w.u64(_opt(sid.identifier))
+def _encode_sample_id(w: _Writer, sid: SampleId, layout: SampleLayout) -> None:
+    for f in layout.sample_id_fields:
+        _encode_fixed(w, sid, f)
 
 
 def _encode_body(w: _Writer, rec: Record, layout: SampleLayout) -> int:
@@ -979,7 +1005,7 @@ def encode(rec: Record, layout: SampleLayout) -> bytes:
     else:
         misc = rec.misc | _encode_body(w, rec, layout)
         if layout.sample_id_all:
-            _encode_sample_id(w, rec.sample_id or SampleId(), layout.sample_type)
+            _encode_sample_id(w, rec.sample_id or SampleId(), layout)
     body = w.getvalue()
     size = HEADER_SIZE + len(body)
     if size > MAX_RECORD_SIZE:

@@ -33,13 +33,12 @@ import numpy.typing as npt
 from profiler.errors import FormatError, ReportError, UsageError
 from profiler.format.bulk import (
     CONTEXT_KERNEL,
-    CONTEXT_MAX,
-    CONTEXT_USER,
-    KERNEL_MODES,
     CaptureData,
     SampleColumns,
+    cpumode_context,
     load_capture,
     ranges,
+    split_callchains,
 )
 from profiler.format.container import CaptureReader
 from profiler.format.tracepoint import TraceFormat
@@ -49,7 +48,7 @@ from profiler.report.replay import ReplayResult, replay
 from profiler.report.cache import cache_dir
 from profiler.report.symbols.chain import ChainSource, SymbolSources
 from profiler.report.symbols.debuginfod import DebuginfodClient
-from profiler.report.symbols.resolver import FrameInfo, FrameTable, Resolved, SymbolResolver
+from profiler.report.symbols.resolver import UNKNOWN, FrameInfo, FrameTable, Resolved, SymbolResolver
 from profiler.report.tracepoints import filter_mask, is_tracepoint, parse_trace_filter, raw_payloads, trace_format
 from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS
 from profiler.report.unwind.arch import columns_for
@@ -416,7 +415,7 @@ def raw_stacks(s: SampleColumns, use_chains: bool) -> tuple[I64, U64]:
     the distinct stacks only (one representative sample each).
     """
     n = len(s)
-    ctx = np.where(np.isin(s.cpumode, KERNEL_MODES), CONTEXT_KERNEL, CONTEXT_USER).astype(np.uint64)
+    ctx = cpumode_context(s.cpumode)
     if use_chains:
         lengths = s.chain_len.astype(np.int64)
         empty = lengths == 0
@@ -498,12 +497,12 @@ def dedupe_stacks(s: SampleColumns, gen: I64, use_chains: bool) -> tuple[I64, I6
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     # (cpumode, ip) pairs of chainless samples get ids after the chains' ids
     if not use_chains or not s.chain_id.any():
-        what = int(len(s.chains)) + _ip_ids(s.ip, np.isin(s.cpumode, KERNEL_MODES))
+        what = int(len(s.chains)) + _ip_ids(s.ip, cpumode_context(s.cpumode) == CONTEXT_KERNEL)
     else:
         what = s.chain_id.astype(np.int64)
         empty = np.flatnonzero(what == 0)
         if len(empty):
-            kernel = np.isin(s.cpumode[empty], KERNEL_MODES)
+            kernel = cpumode_context(s.cpumode[empty]) == CONTEXT_KERNEL
             what[empty] = int(len(s.chains)) + _ip_ids(s.ip[empty], kernel)
     owner = _pair_ids(_dense_ids(s.pid.astype(np.int64)), _dense_ids(gen.astype(np.int64)))
     stack = _pair_ids(owner, _dense_ids(what))
@@ -520,29 +519,21 @@ def resolve_stacks(s: SampleColumns, gen: I64, reps: I64, use_chains: bool,
     sub = s.take(reps)
     start, words = raw_stacks(sub, use_chains)
     u = len(reps)
-    lens = np.diff(start)
-    owner = np.repeat(np.arange(u, dtype=np.int64), lens)
-    is_marker = words >= CONTEXT_MAX
-    idx = np.arange(len(words), dtype=np.int64)
-    last_marker = np.maximum.accumulate(np.where(is_marker, idx, -1))
-    valid = (last_marker >= start[owner]) & (last_marker >= 0)
-    default_ctx = np.where(np.isin(sub.cpumode, KERNEL_MODES), CONTEXT_KERNEL, CONTEXT_USER)
-    ctx = np.where(valid, words[np.maximum(last_marker, 0)], default_ctx[owner])
-    keep = ~is_marker
-    addr, kernel, owner = words[keep], (ctx == CONTEXT_KERNEL)[keep], owner[keep]
-    pid = np.where(kernel, -1, sub.pid[owner])
-    g = np.where(kernel, -1, gen[reps][owner])
+    entries = split_callchains(start, words, sub.cpumode)
+    addr, owner, kernel, foreign = entries.addr, entries.owner, entries.kernel, ~entries.host
+    pid = np.where(kernel | foreign, -1, sub.pid[owner])
+    g = np.where(kernel | foreign, -1, gen[reps][owner])
 
-    order = np.lexsort((kernel, addr, g, pid))
+    order = np.lexsort((foreign, kernel, addr, g, pid))
     first = np.ones(len(order), dtype=bool)
     if len(order) > 1:
         o = order
-        first[1:] = ((pid[o[1:]] != pid[o[:-1]]) | (g[o[1:]] != g[o[:-1]])
-                     | (addr[o[1:]] != addr[o[:-1]]) | (kernel[o[1:]] != kernel[o[:-1]]))
+        first[1:] = ((pid[o[1:]] != pid[o[:-1]]) | (g[o[1:]] != g[o[:-1]]) | (addr[o[1:]] != addr[o[:-1]])
+                     | (kernel[o[1:]] != kernel[o[:-1]]) | (foreign[o[1:]] != foreign[o[:-1]]))
     uniq = order[first]
     which = np.empty(len(order), dtype=np.int64)
     which[order] = np.cumsum(first) - 1
-    res = resolver.resolve(pid[uniq], g[uniq], addr[uniq], kernel[uniq])
+    res = _resolve_entries(resolver, pid[uniq], g[uniq], addr[uniq], kernel[uniq], foreign[uniq])
     counts = np.bincount(owner, minlength=u)
     stack_start = np.zeros(u + 1, dtype=np.int64)
     np.cumsum(counts, out=stack_start[1:])
@@ -579,6 +570,21 @@ def expand_inlined(table: StackTable, which: I64, res: Resolved) -> StackTable:
     leaf = table.frames[table.start[:-1]] if len(table.frames) else np.zeros(0, np.int64)
     return StackTable(start, uframe[idx], table.offsets[rep], table.shown[rep], table.addrs[rep],
                       uline[idx], leaf)
+
+
+def _resolve_entries(resolver: SymbolResolver, pid: I64, gen: I64, addr: U64,
+                     kernel: npt.NDArray[np.bool_], foreign: npt.NDArray[np.bool_]) -> Resolved:
+    """Host addresses through the resolver; a guest's or the hypervisor's (``foreign``) as
+    ``[unknown]`` frames with their address: no host map or symbol table names them."""
+    if not foreign.any():
+        return resolver.resolve(pid, gen, addr, kernel)
+    out = Resolved(np.full(len(addr), -1, dtype=np.int64), np.zeros(len(addr), dtype=np.uint64), addr.copy())
+    host = np.flatnonzero(~foreign)
+    if len(host):
+        out.put(host, resolver.resolve(pid[host], gen[host], addr[host], kernel[host]))
+    for i in np.flatnonzero(foreign).tolist():
+        out.frame[i] = resolver.frames.intern(FrameInfo(None, UNKNOWN, UNKNOWN, "unknown", int(addr[i])))
+    return out
 
 
 def filter_by_leaf(profile: Profile, f: Filters) -> Profile:

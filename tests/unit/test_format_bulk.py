@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from profiler.errors import ProfilerError
 from profiler.format import records as R
-from profiler.format.bulk import load_capture
+from profiler.format.bulk import SampleColumns, cpumode_context, load_capture, split_callchains
 from profiler.format.container import CaptureReader, CaptureWriter
 from profiler.format.summary import summarize
 
@@ -39,6 +39,40 @@ def assert_columns_match(reader: CaptureReader) -> None:
     assert len(start) == len(exact) + 1
     for i, s in enumerate(exact):
         assert tuple(int(x) for x in flat[start[i]:start[i + 1]]) == (s.callchain or ())
+    assert_other_fields_match(reader, cols, exact)
+
+
+def assert_other_fields_match(reader: CaptureReader, cols: SampleColumns, exact: list[R.Sample]) -> None:
+    """Every field beyond the core columns: one-word ones in ``extra``, the others in their
+    column objects (bytes as file offsets into the capture)."""
+    view = reader.raw_view()
+    w64 = np.frombuffer(view, dtype="<u8", count=len(view) // 8)
+    for i, s in enumerate(exact):
+        for name, column in cols.extra.items():
+            assert int(column[i]) == (getattr(s, name) or 0), name
+        if cols.read is not None:
+            rd, where = cols.read, cols.read.counters(i)
+            got = list(zip(rd.value[where].tolist(), rd.id[where].tolist(), rd.lost[where].tolist()))
+            want = [(v, d or 0, lost or 0) for v, d, lost in s.read.values] if s.read else []
+            assert got == want
+            if s.read:
+                assert int(rd.time_enabled[i]) == (s.read.time_enabled or 0)
+                assert int(rd.time_running[i]) == (s.read.time_running or 0)
+        for name, part in (("raw", cols.raw), ("aux", cols.aux), ("stack_user", cols.stack_user)):
+            if part is not None:
+                assert bytes(part.bytes_of(view, i)) == (getattr(s, name) or b""), name
+        if cols.stack_user is not None:
+            assert int(cols.stack_user.dyn_size[i]) == (s.stack_user_dyn_size or 0)
+        if cols.branch_stack is not None:
+            entries = [(e.from_ip, e.to_ip, e.flags) for e in s.branch_stack or ()]
+            assert [tuple(e) for e in cols.branch_stack.entries(w64, i).tolist()] == entries
+            assert int(cols.branch_stack.hw_idx[i]) == (s.branch_hw_idx or 0)
+        for name, regs in (("regs_user", cols.regs_user), ("regs_intr", cols.regs_intr)):
+            if regs is not None:
+                assert int(regs.abi[i]) == (getattr(s, f"{name}_abi") or 0)
+                values = list(getattr(s, name) or ()) or [0] * len(regs.registers)
+                assert regs.regs[i].tolist() == values, name
+    del view, w64
 
 
 def test_small_capture(tmp_path: Path) -> None:
@@ -179,6 +213,66 @@ def test_bulk_matches_exact_property(tmp_path: Path, batch: tuple[int, list[list
         assert_columns_match(reader)
 
 
+u64 = st.integers(0, 2**64 - 1)
+
+
+def _words(draw: st.DrawFn, n: int) -> tuple[int, ...]:
+    return tuple(draw(st.lists(u64, min_size=n, max_size=n)))
+
+
+@st.composite
+def any_layout_samples(draw: st.DrawFn) -> tuple[dict[str, int], list[R.Sample]]:
+    """Any subset of the PERF_SAMPLE_* fields, any read_format, register masks and branch
+    format, and samples with every field filled (consistently with that layout)."""
+    bits = [f.bit for f in R.SAMPLE_FIELDS]
+    sample_type = R.PERF_SAMPLE_TIME
+    for bit in bits:
+        if draw(st.booleans()):
+            sample_type |= bit
+    if sample_type & R.PERF_SAMPLE_WEIGHT:  # the two weights share one slot: pick one
+        sample_type &= ~(R.PERF_SAMPLE_WEIGHT_STRUCT if draw(st.booleans()) else R.PERF_SAMPLE_WEIGHT)
+    read_format = draw(st.integers(0, 31))
+    regs_user, regs_intr = draw(st.integers(0, 2**20 - 1)), draw(st.integers(0, 15))
+    branch = draw(st.sampled_from([0, R.PERF_SAMPLE_BRANCH_HW_INDEX]))
+    attr = cpu_clock_attr(sample_type, read_format=read_format, sample_regs_user=regs_user,
+                          sample_regs_intr=regs_intr, branch_sample_type=branch)
+    samples = []
+    for k in range(draw(st.integers(1, 5))):
+        nr = draw(st.integers(1, 3)) if read_format & R.PERF_FORMAT_GROUP else 1
+        values = tuple((draw(u64), draw(u64) if read_format & R.PERF_FORMAT_ID else None,
+                        draw(u64) if read_format & R.PERF_FORMAT_LOST else None) for _ in range(nr))
+        abi_u, abi_i = draw(st.sampled_from([0, 2])), draw(st.sampled_from([0, 1]))
+        stack = bytes(draw(st.lists(st.integers(0, 255), max_size=4))) * 8
+        fields = {f.attrs[0]: draw(u64) for f in R.SAMPLE_FIELDS if f.kind == R.KIND_U64 and f.name != "time"}
+        samples.append(R.Sample(
+            **fields, pid=draw(st.integers(0, 99)), tid=draw(st.integers(0, 99)), time=k, cpu=0, res=0,
+            read=R.ReadValues(draw(u64) if read_format & 1 else None, draw(u64) if read_format & 2 else None, values),
+            callchain=_words(draw, draw(st.integers(0, 4))),
+            raw=draw(st.binary(max_size=20)),
+            branch_hw_idx=draw(u64) if branch else None,
+            branch_stack=tuple(R.BranchEntry(*_words(draw, 3)) for _ in range(draw(st.integers(0, 3)))),
+            regs_user_abi=abi_u, regs_user=_words(draw, bin(regs_user).count("1")) if abi_u else (),
+            stack_user=stack, stack_user_dyn_size=draw(st.integers(0, len(stack))) if stack else 0,
+            regs_intr_abi=abi_i, regs_intr=_words(draw, bin(regs_intr).count("1")) if abi_i else (),
+            aux=bytes(draw(st.lists(st.integers(0, 255), max_size=2))) * 8,
+            misc=2))
+    return attr, samples
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(any_layout_samples())
+def test_bulk_gives_every_field_of_any_layout(tmp_path: Path, case: tuple[dict[str, int], list[R.Sample]]) -> None:
+    attr, samples = case
+    layout = R.SampleLayout.from_attr(attr)
+    path = tmp_path / "all.prof"
+    w = CaptureWriter.create(path, make_test_header([{"name": "any", "attr": attr, "ids": [1]}]))
+    w.write_raw(0, b"".join(R.encode(s, layout) for s in samples))
+    w.close()
+    with CaptureReader.open(path) as reader:
+        assert_columns_match(reader)
+        assert load_capture(reader).damaged_samples == 0
+
+
 # --- fuzzing: damaged files never crash the reader ----------------------------------------
 
 def _read_everything(data: bytes) -> None:
@@ -277,3 +371,29 @@ def test_identical_chains_share_one_id_across_chunks(tmp_path: Path, monkeypatch
         assert by_chain[()] == {0}
         assert int(cols.pid.min()) == -1  # pid -1 (u32 0xffffffff) stays -1
         assert_columns_match(reader)
+
+
+def test_split_callchains_contexts() -> None:
+    """Each address takes the last marker before it; before any marker, the sample's cpumode.
+    Guest and hypervisor addresses keep their own context (never host user or kernel)."""
+    K, U = R.PERF_CONTEXT_KERNEL, R.PERF_CONTEXT_USER
+    GK, GU, G = R.PERF_CONTEXT_GUEST_KERNEL, R.PERF_CONTEXT_GUEST_USER, R.PERF_CONTEXT_GUEST
+    chains = [
+        [K, 0xFFFF_0001, U, 0x401000, 0x401100],  # host kernel, then host user
+        [0x402000, 0x402100],  # no marker: the sample's cpumode (user)
+        [G, GK, 0xFFFF_0002, GU, 0x403000],  # a guest's kernel and user
+        [0xFFFF_0003],  # no marker, kernel cpumode
+        [0x404000],  # no marker, guest-user cpumode
+    ]
+    modes = np.array([R.PERF_RECORD_MISC_KERNEL, R.PERF_RECORD_MISC_USER, R.PERF_RECORD_MISC_GUEST_KERNEL,
+                      R.PERF_RECORD_MISC_KERNEL, R.PERF_RECORD_MISC_GUEST_USER], dtype=np.uint16)
+    start = np.cumsum([0] + [len(c) for c in chains]).astype(np.int64)
+    words = np.array([w for c in chains for w in c], dtype=np.uint64)
+    e = split_callchains(start, words, modes)
+    assert e.owner.tolist() == [0, 0, 0, 1, 1, 2, 2, 3, 4]
+    assert e.addr.tolist() == [0xFFFF_0001, 0x401000, 0x401100, 0x402000, 0x402100, 0xFFFF_0002, 0x403000,
+                               0xFFFF_0003, 0x404000]
+    assert e.context.tolist() == [K, U, U, U, U, GK, GU, K, GU]
+    assert e.kernel.tolist() == [True, False, False, False, False, False, False, True, False]
+    assert e.host.tolist() == [True] * 5 + [False, False, True, False]
+    assert cpumode_context(modes).tolist() == [K, U, GK, K, GU]

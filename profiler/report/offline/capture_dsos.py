@@ -4,8 +4,9 @@ buildids`` and ``profiler archive``.
 Every sample contributes its ``ip`` and, when recorded, every callchain entry. The
 ``PERF_CONTEXT_*`` marker before an entry says whether it is a kernel or a user address
 (perf_event.h: "PERF_CONTEXT_KERNEL ... PERF_CONTEXT_USER" mark where each part of the
-chain starts); an entry before any marker, and a bare ``ip``, take the sample's cpumode.
-User addresses are placed in their process's maps at the sample's time (the reporter's
+chain starts); an entry before any marker, and a bare ``ip``, take the sample's cpumode
+(``profiler.format.bulk.split_callchains``, the reporter's too). A guest's or the hypervisor's
+addresses belong to no DSO of this machine and are not counted. User addresses are placed in their process's maps at the sample's time (the reporter's
 ``replay``), giving (DSO, file offset); addresses in no file (anonymous memory, no map)
 belong to the process's JIT map ``/tmp/perf-PID.map``. Kernel addresses go to the kernel,
 split into modules when kernel symbols are known.
@@ -25,12 +26,12 @@ import numpy.typing as npt
 
 from profiler.format.bulk import (
     CONTEXT_KERNEL,
-    CONTEXT_MAX,
     CONTEXT_USER,
-    KERNEL_MODES,
     CaptureData,
     SampleColumns,
+    cpumode_context,
     load_capture,
+    split_callchains,
 )
 from profiler.format.container import CaptureReader
 from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols
@@ -79,24 +80,20 @@ class CaptureDsos:
 
 
 def sample_addresses(s: SampleColumns) -> tuple[I64, U64, npt.NDArray[np.bool_]]:
-    """Every (sample index, address, kernel?) of ips and callchains, markers dropped."""
+    """Every (sample index, address, kernel?) of ips and callchains on this machine: markers,
+    and a guest's or the hypervisor's addresses, dropped (:func:`split_callchains`)."""
     n = len(s)
-    ctx_default = np.where(np.isin(s.cpumode, KERNEL_MODES), CONTEXT_KERNEL, CONTEXT_USER).astype(np.uint64)
-    owner_ip = np.arange(n, dtype=np.int64)
-    kernel_ip = ctx_default == CONTEXT_KERNEL
+    own = np.arange(n, dtype=np.int64)
+    ctx = cpumode_context(s.cpumode)
+    ip_host = (ctx == CONTEXT_KERNEL) | (ctx == CONTEXT_USER)
+    owner_ip, addr_ip, kernel_ip = own[ip_host], s.ip[ip_host].astype(np.uint64), (ctx == CONTEXT_KERNEL)[ip_host]
     if "callchain" not in s.has or not len(s) or not int(s.chain_len.sum()):
-        return owner_ip, s.ip.astype(np.uint64), kernel_ip
+        return owner_ip, addr_ip, kernel_ip
     start, words = s.flat_chains()
-    lens = np.diff(start)
-    owner = np.repeat(np.arange(n, dtype=np.int64), lens)
-    is_marker = words >= CONTEXT_MAX
-    idx = np.arange(len(words), dtype=np.int64)
-    last = np.maximum.accumulate(np.where(is_marker, idx, -1)) if len(words) else idx
-    valid = (last >= 0) & (last >= start[:-1][owner])
-    ctx = np.where(valid, words[np.maximum(last, 0)], ctx_default[owner])
-    keep = ~is_marker & ((ctx == CONTEXT_KERNEL) | (ctx == CONTEXT_USER))
-    return (np.concatenate([owner_ip, owner[keep]]), np.concatenate([s.ip, words[keep]]).astype(np.uint64),
-            np.concatenate([kernel_ip, (ctx == CONTEXT_KERNEL)[keep]]))
+    e = split_callchains(start, words, s.cpumode)
+    host = e.host
+    return (np.concatenate([owner_ip, e.owner[host]]), np.concatenate([addr_ip, e.addr[host]]).astype(np.uint64),
+            np.concatenate([kernel_ip, e.kernel[host]]))
 
 
 def scan_capture(reader: CaptureReader, data: CaptureData | None = None,

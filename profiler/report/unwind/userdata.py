@@ -44,13 +44,13 @@ def has_user_stacks(layout: R.SampleLayout) -> bool:
 
 
 def _fixed_words(layout: R.SampleLayout) -> int:
-    st = layout.sample_type
-    words = 1  # the header
-    for bit in (R.PERF_SAMPLE_IDENTIFIER, R.PERF_SAMPLE_IP, R.PERF_SAMPLE_TID, R.PERF_SAMPLE_TIME,
-                R.PERF_SAMPLE_ADDR, R.PERF_SAMPLE_ID, R.PERF_SAMPLE_STREAM_ID, R.PERF_SAMPLE_CPU,
-                R.PERF_SAMPLE_PERIOD):
-        if st & bit:
-            words += 1
+    """Words before the first variable-size field: the header and the one-word fields that
+    precede it (records.SAMPLE_FIELDS is the order)."""
+    words = 1
+    for f in layout.sample_fields:
+        if f.kind not in R.FIXED_KINDS:
+            break
+        words += 1
     return words
 
 
