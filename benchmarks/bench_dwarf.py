@@ -126,13 +126,14 @@ def samples_and_lost_ours(capture: Path) -> tuple[int, int]:
 
 
 def samples_and_lost_perf(data: Path) -> tuple[int, int]:
+    """SAMPLE events (``perf report --stats``) and perf's "Total Lost Samples" header line."""
     out = subprocess.run(["perf", "report", "-i", str(data), "--stats"], capture_output=True, text=True).stdout
     m = re.search(r"SAMPLE events:\s+(\d+)", out)
     samples = int(m.group(1)) if m else 0
-    dump = subprocess.run(["perf", "report", "-i", str(data), "-D"], capture_output=True, text=True).stdout
-    lost = sum(int(x) for x in re.findall(r"PERF_RECORD_LOST: id:\d+: lost:(\d+)", dump))
-    lost += sum(int(x) for x in re.findall(r"PERF_RECORD_LOST_SAMPLES: lost:(\d+)", dump))
-    return samples, lost
+    head = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--sort", "comm", "-g", "none",
+                           "--no-children"], capture_output=True, text=True).stdout
+    m = re.search(r"Total Lost Samples: (\d+)", head)
+    return samples, int(m.group(1)) if m else 0
 
 
 def main() -> None:
