@@ -204,7 +204,7 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     view = reader.raw_view()
     size = len(view) - len(view) % 8
     w64 = np.frombuffer(view, dtype=np.uint64, count=size // 8)
-    user = _read_user_data_by_span(reader, w64, s, layout)
+    user = _from_columns(s, layout) or _read_user_data_by_span(reader, w64, s, layout)
     values, valid, pc = initial_columns(cols, user.regs, layout.sample_regs_user)
     has = (user.abi != 0) & user.ok
     valid &= has[:, None]
@@ -227,6 +227,19 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     stats.reason = full.reason
     stats.warnings.extend(sources.warnings)
     return full, stats
+
+
+def _from_columns(s: SampleColumns, layout: R.SampleLayout) -> UserData | None:
+    """REGS_USER / STACK_USER from the columnar decoder's columns, when it gave them in the
+    order of this event's ``sample_regs_user`` bits (None otherwise: read from the records)."""
+    regs, stack = s.regs_user, s.stack_user
+    bits = tuple(b for b in range(64) if layout.sample_regs_user >> b & 1)
+    if regs is None or stack is None or tuple(regs.registers) != bits:
+        return None
+    size = stack.size.astype(np.int64)
+    dyn = np.minimum(stack.dyn_size.astype(np.int64), size)
+    return UserData(regs.abi.astype(np.uint64), regs.regs.astype(np.uint64),
+                    stack.offset.astype(np.int64), dyn, size > 0)
 
 
 def _read_user_data_by_span(reader: CaptureReader, w64: U64, s: SampleColumns, layout: R.SampleLayout) -> UserData:
