@@ -11,9 +11,10 @@ unresolved, a helper it lacks) is printed in the generic layout instead: every f
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from profiler.format.tracepoint import TraceFormat, Value, decode_field, dynamic_span
@@ -164,14 +165,19 @@ class _Record:
     fmt: TraceFormat
     raw: bytes
     byte_order: str
+    seen: dict[str, Value] = field(default_factory=dict)  # print formats name a field often
 
     def field(self, name: str) -> Value:
+        value = self.seen.get(name)
+        if value is not None:
+            return value
         f = self.fmt.get(name)
         if f is None:
             raise PrintFormatError(f"no field {name}")
         value = decode_field(f, self.raw, self.byte_order)
         if value is None:
             raise PrintFormatError(f"field {name} runs past the payload")
+        self.seen[name] = value
         return value
 
 
@@ -301,17 +307,23 @@ def _print_flags(value: int, delim: str, flags: list[tuple[int, str]]) -> str:
 # --- printf -----------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=256)
+def _specs(fmt: str) -> tuple[tuple[int, int, dict[str, str | None]], ...]:
+    """The conversions of a format string, parsed once: (start, end, groups)."""
+    return tuple((m.start(), m.end(), m.groupdict()) for m in _SPEC_RE.finditer(fmt))
+
+
 def _printf(fmt: str, values: list[Any]) -> str:
     out: list[str] = []
     pos, k = 0, 0
-    for m in _SPEC_RE.finditer(fmt):
-        out.append(fmt[pos:m.start()])
-        pos = m.end()
-        conv = m.group("conv")
+    for begin, finish, g in _specs(fmt):
+        out.append(fmt[pos:begin])
+        pos = finish
+        conv = g["conv"]
         if conv == "%":
             out.append("%")
             continue
-        width, prec = m.group("width"), m.group("prec")
+        width, prec = g["width"], g["prec"]
         if width == "*":
             width, k = str(values[k]), k + 1
         if prec == "*":
@@ -319,8 +331,8 @@ def _printf(fmt: str, values: list[Any]) -> str:
         if k >= len(values):
             raise PrintFormatError("fewer arguments than conversions")
         value, k = values[k], k + 1
-        spec = "%" + m.group("flags") + (width or "") + (f".{prec}" if prec is not None else "")
-        out.append(_convert(spec, conv, m.group("len") or "", m.group("ext") or "", value))
+        spec = "%" + (g["flags"] or "") + (width or "") + (f".{prec}" if prec is not None else "")
+        out.append(_convert(spec, str(conv), g["len"] or "", g["ext"] or "", value))
     out.append(fmt[pos:])
     return "".join(out)
 

@@ -136,28 +136,31 @@ def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleTex
     stack_lines = "ip" in f and chains
     comm_fmt = "{} " if stack_lines else "{:>16} "
     blocks: dict[int, str] = {}
+    singles: dict[int, str] = {}  # a stack's sampled frame, on the sample's line
     comms = profile.comm_names
+    pids, tids, cpus, times = s.pid.tolist(), s.tid.tolist(), s.cpu.tolist(), s.time.tolist()
+    periods, seqs, comm_of, stack_of = s.period.tolist(), s.seq.tolist(), profile.comm.tolist(), profile.stack.tolist()
     for i in range(len(s)):
         parts = []
         if "comm" in f:
-            parts.append(comm_fmt.format(comms[int(profile.comm[i])]))
-        pid, tid = int(s.pid[i]), int(s.tid[i])
+            parts.append(comm_fmt.format(comms[comm_of[i]]))
+        pid, tid = pids[i], tids[i]
         if "pid" in f and "tid" in f:
             parts.append(f"{pid:5d}/{tid:<5d} ")
         elif "pid" in f or "tid" in f:
             parts.append(f"{pid if 'pid' in f else tid:5d} ")
         if "cpu" in f:
-            parts.append(f"[{int(s.cpu[i]):03d}] ")
+            parts.append(f"[{cpus[i]:03d}] ")
         if "time" in f:
-            t = int(s.time[i])
+            t = times[i]
             parts.append(f"{t // 1_000_000_000:5d}.{(t % 1_000_000_000) // 1000:06d}: ")
         if "period" in f:
-            parts.append(f"{int(s.period[i]):10d} ")
+            parts.append(f"{periods[i]:10d} ")
         if "event" in f:
             parts.append(f"{profile.event:>{width}}: ")
         if raw is not None and printer is not None:
             parts.append(printer.format(raw[i], profile.byte_order))
-        st = int(profile.stack[i])
+        st = stack_of[i]
         if stack_lines:
             block = blocks.get(st)
             if block is None:
@@ -166,10 +169,13 @@ def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleTex
                                                                 int(profile.stack_start[st + 1])))
             text = "".join(parts) + "\n" + block + "\n"
         elif f & {"ip", "sym", "dso"} and profile.stack_start[st + 1] > profile.stack_start[st]:
-            text = "".join(parts) + " " + _field_frame(profile, _sampled_entry(profile, st), f, raw_ip=True)[1:]
+            single = singles.get(st)
+            if single is None:
+                single = singles[st] = _field_frame(profile, _sampled_entry(profile, st), f, raw_ip=True)[1:]
+            text = "".join(parts) + " " + single
         else:
             text = "".join(parts) + "\n"
-        yield int(s.time[i]), int(s.seq[i]), text
+        yield times[i], seqs[i], text
 
 
 def _sampled_entry(profile: Profile, stack: int) -> int:
