@@ -296,7 +296,14 @@ def _trace_payloads(reader: CaptureReader, index: int, name: str, s: SampleColum
     if tfmt is None and options.filters.trace:
         raise UsageError(f"--trace-filter: the capture does not hold the format of {name} "
                          "(recorded by an older profiler).")
-    return tfmt, raw_payloads(reader, s.seq) if wanted else None
+    if not wanted:
+        return tfmt, None
+    if s.raw is None:  # a decoder without the RAW column: the exact one, by record number
+        return tfmt, raw_payloads(reader, s.seq)
+    view = reader.raw_view()
+    out = np.empty(len(s), dtype=object)
+    out[:] = [bytes(view[o:o + n]) for o, n in zip(s.raw.offset.tolist(), s.raw.size.tolist())]
+    return tfmt, out
 
 
 def unwind_dwarf(reader: CaptureReader, data: CaptureData, ev_index: int, s: SampleColumns,

@@ -1,8 +1,9 @@
 """Tracepoint samples: their payloads (PERF_SAMPLE_RAW), fields and field filters.
 
-The payloads are read with the exact record decoder for the samples asked for only (a
-tracepoint capture is small next to a cpu-clock one): the capture's records are walked in the
-columnar decoder's order, so its ``seq`` numbers name the same records here.
+The payloads come from the columnar decoder's RAW column (file offset and size of each
+sample's bytes). ``raw_payloads`` is the fallback for a decoder without it: the exact record
+decoder for the samples asked for only, walking the records in the columnar decoder's order
+so that its ``seq`` numbers name the same records.
 
 ``--trace-filter`` selects samples by payload field with the kernel's event-filter syntax
 (``Documentation/trace/events.rst``): ``FIELD OP VALUE`` clauses, ``OP`` one of ``== != < <= >
