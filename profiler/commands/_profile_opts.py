@@ -1,25 +1,54 @@
-"""Options shared by every command that reads a capture into a profile (report, script,
-flamegraph, export): input, the report filters, and where symbols come from."""
+"""Options shared by the commands that read a capture: where symbols come from (declared and
+validated here once: report, script, flamegraph, export, buildids, archive), and the input and
+report filters (report, script, flamegraph, export)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from profiler.errors import UsageError
-from profiler.report.tracepoints import parse_trace_filter
 from profiler.report.options import (
     Filters,
     LoadOptions,
+    SymbolOptions,
     parse_int_list,
     parse_str_list,
     parse_time,
 )
+from profiler.report.tracepoints import parse_trace_filter
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_SYMBOL_OPTIONS: list[Callable[[F], F]] = [
+    click.option("--symfs", metavar="DIR",
+                 help="Look the recorded files up under this root first (used only when build-ids match)."),
+    click.option("--debug-dir", multiple=True, metavar="DIR",
+                 help="Where to look for separate debug files by build-id (repeatable; default /usr/lib/debug)."),
+    click.option("--kallsyms", metavar="FILE",
+                 help="Kernel symbols from this kallsyms file instead of the capture's snapshot."),
+    click.option("--debuginfod", metavar="URLS",
+                 help="debuginfod servers (space-separated) for missing debug files; default $DEBUGINFOD_URLS, '' for none."),
+    click.option("--offline", is_flag=True,
+                 help="Never use the network: debug files only from the debuginfod cache."),
+]
+_SYMBOL_NAMES = ("symfs", "debug_dir", "kallsyms", "debuginfod", "offline")
+
+
+def symbol_options(func: F) -> F:
+    """Decorate a click command with ``--symfs --debug-dir --kallsyms --debuginfod --offline``."""
+    for option in reversed(_SYMBOL_OPTIONS):
+        func = option(func)
+    return func
+
+
+def parse_symbol_options(kwargs: dict[str, Any]) -> SymbolOptions:
+    """Pop the symbol options out of a command's keyword arguments, validated."""
+    symfs, debug_dir, kallsyms, debuginfod, offline = (kwargs.pop(name) for name in _SYMBOL_NAMES)
+    return SymbolOptions(symfs=symfs, debug_dirs=tuple(debug_dir) if debug_dir else None, kallsyms=kallsyms,
+                         debuginfod=debuginfod, offline=offline).validated()
+
 
 _OPTIONS: list[Callable[[F], F]] = [
     click.option("-i", "--input", "input_", default=LoadOptions.input, show_default=True,
@@ -37,26 +66,17 @@ _OPTIONS: list[Callable[[F], F]] = [
                  help="Tracepoint samples whose fields match, e.g. 'prev_comm == \"sh\" && next_pid != 0'."),
     click.option("--event", help="The event to use, for captures with several (default: the first)."),
     click.option("--no-demangle", is_flag=True, help="Show C++ and Rust names as stored."),
-    click.option("--symfs", metavar="DIR",
-                 help="Look the recorded files up under this root first (used only when build-ids match)."),
-    click.option("--debug-dir", multiple=True, metavar="DIR",
-                 help="Where to look for separate debug files by build-id (repeatable; default /usr/lib/debug)."),
-    click.option("--kallsyms", metavar="FILE",
-                 help="Kernel symbols from this kallsyms file instead of the capture's snapshot."),
-    click.option("--debuginfod", metavar="URLS",
-                 help="debuginfod servers (space-separated) for missing debug files; default $DEBUGINFOD_URLS, '' for none."),
-    click.option("--offline", is_flag=True,
-                 help="Never use the network: debug files only from the debuginfod cache."),
     click.option("--inline/--no-inline", default=True, show_default=True,
                  help="Show functions inlined by the compiler as their own frames (from DWARF)."),
 ]
 
 _NAMES = ("input_", "comm", "pid", "tid", "cpu", "dso", "symbol", "time_", "trace_filter", "event", "no_demangle",
-          "symfs", "debug_dir", "kallsyms", "debuginfod", "offline", "inline")
+          "inline")
 
 
 def profile_options(func: F) -> F:
     """Decorate a click command with the shared capture/filter/symbol options."""
+    func = symbol_options(func)
     for option in reversed(_OPTIONS):
         func = option(func)
     return func
@@ -64,17 +84,16 @@ def profile_options(func: F) -> F:
 
 def load_options(kwargs: dict[str, Any]) -> LoadOptions:
     """Pop the shared options out of a command's keyword arguments into LoadOptions."""
-    return load_options_from_cli(**{name: kwargs.pop(name) for name in _NAMES})
+    symbols = parse_symbol_options(kwargs)
+    return load_options_from_cli(**{name: kwargs.pop(name) for name in _NAMES}, symbols=symbols)
 
 
 def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None = None,
                           tid: str | None = None, cpu: str | None = None, dso: str | None = None,
                           symbol: str | None = None, time_: str | None = None,
                           trace_filter: str | None = None, event: str | None = None,
-                          no_demangle: bool = False, symfs: str | None = None,
-                          debug_dir: tuple[str, ...] = (), kallsyms: str | None = None,
-                          debuginfod: str | None = None, offline: bool = False,
-                          inline: bool = True) -> LoadOptions:
+                          no_demangle: bool = False, inline: bool = True,
+                          symbols: SymbolOptions = SymbolOptions()) -> LoadOptions:
     """LoadOptions from the options' text; UsageError (one sentence, exit 2) for bad values."""
     filters = Filters(
         comms=parse_str_list(comm) if comm else (),
@@ -90,12 +109,4 @@ def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None 
     )
     if trace_filter is not None:
         parse_trace_filter(trace_filter)  # a usage error now, not after decoding
-    if symfs is not None and not os.path.isdir(symfs):
-        what = "is not a directory" if os.path.exists(symfs) else "does not exist"
-        raise UsageError(f"--symfs {symfs} {what}: it must name the root the recorded files are under.")
-    if kallsyms is not None and not os.path.isfile(kallsyms):
-        what = "is not a file" if os.path.exists(kallsyms) else "does not exist"
-        raise UsageError(f"--kallsyms {kallsyms} {what}: it must name a copy of /proc/kallsyms.")
-    return LoadOptions(input=input_, filters=filters, demangle=not no_demangle,
-                       debug_dirs=tuple(debug_dir) if debug_dir else None, symfs=symfs, kallsyms=kallsyms,
-                       debuginfod=debuginfod, offline=offline, inline=inline)
+    return LoadOptions.with_symbols(symbols, input=input_, filters=filters, demangle=not no_demangle, inline=inline)

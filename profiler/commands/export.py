@@ -7,7 +7,8 @@ from typing import Any, cast
 import click
 
 from profiler.commands._output import open_output
-from profiler.commands._profile_opts import profile_options
+from profiler.commands._common import warn
+from profiler.commands._profile_opts import load_options, profile_options
 
 EXPORT_FORMATS = ("folded", "speedscope")
 
@@ -27,18 +28,17 @@ EXPORT_FORMATS = ("folded", "speedscope")
 def command(format_: str, output: str, weight: str | None, with_pid: bool, with_tid: bool,
             unknown_as_dso: bool, per: str, **kwargs: Any) -> None:
     """Export a capture's stacks for other viewers."""
-    from profiler.commands.flamegraph import load_stacks
-    from profiler.report.render.folded import FoldedOptions, write_folded
     from profiler.report.model import Weight
-    from profiler.report.render.speedscope import ProfilePer, SpeedscopeOptions, write_speedscope
+    from profiler.report.render import folded, speedscope
+    from profiler.report.stacks import load_stacks
 
-    profile, meta, stacks = load_stacks(kwargs)
+    profile = load_stacks(load_options(kwargs), warn)
     with open_output(output) as stream:
         if format_ == "folded":
-            write_folded(stacks, stream, FoldedOptions(
+            folded.write(profile, stream, folded.FoldedOptions(
                 weight=cast(Weight, weight or "samples"), include_pid=with_pid, include_tid=with_tid,
                 unknown_as_dso=unknown_as_dso))
         else:
-            write_speedscope(stacks, meta, stream, SpeedscopeOptions(weight=cast(Weight, weight or "period"),
-                                                                       per=cast(ProfilePer, per),
-                                                                       thread_names=profile.last_comms()))
+            speedscope.write(profile, stream, speedscope.SpeedscopeOptions(
+                weight=cast(Weight, weight or "period"), per=cast(speedscope.ProfilePer, per),
+                thread_names=profile.meta.thread_names))

@@ -43,7 +43,7 @@ from profiler.format.bulk import (
 from profiler.format.container import CaptureReader
 from profiler.format.tracepoint import TraceFormat
 from profiler.report.options import Filters, LoadOptions, TimeRange
-from profiler.report.model import Frame, StackSample
+from profiler.report.model import Frame, Location, Mapping, SourceLine, StackSample
 from profiler.report.replay import ReplayResult, replay
 from profiler.report.cache import cache_dir
 from profiler.report.symbols.chain import ChainSource, SymbolSources
@@ -62,6 +62,7 @@ from profiler.report.unwind.driver import (
 from profiler.report.unwind.sources import META_KIND as UNWIND_META
 from profiler.report.unwind.sources import TableSources
 from profiler.report.unwind.userdata import has_user_stacks
+from profiler.report.symbols.kallsyms import KERNEL_DSO
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -126,6 +127,7 @@ class Profile:
     raw: npt.NDArray[Any] | None = None  # per sample: PERF_SAMPLE_RAW bytes (LoadOptions.payloads)
     byte_order: str = "little"
     unwind: UnwindStats | None = None  # set when the event's stacks were unwound from DWARF CFI
+    build_ids: dict[str, str] = field(default_factory=dict)  # DSO path -> recorded build-id
 
     @property
     def total_samples(self) -> int:
@@ -159,9 +161,12 @@ class Profile:
             return np.full(self.num_stacks, -1, np.int64)
         return lines[self.stack_start[:-1]]
 
-    def stack_samples(self) -> list[StackSample]:
+    def stack_samples(self, locations: bool = False) -> list[StackSample]:
         """Distinct (thread, stack) pairs with their sample counts and periods, stacks root
-        first: the input of the folded, flame-graph and speedscope renderers."""
+        first: the input of the folded, flame-graph and speedscope renderers. Inlined functions
+        are frames with their ``inline_depth``. With ``locations`` each stack also carries its
+        addresses as :class:`Location` s (for exporters that keep addresses, mappings and
+        source lines, like pprof)."""
         s = self.samples
         if not len(s):
             return []
@@ -172,15 +177,16 @@ class Profile:
         starts = np.flatnonzero(first)
         counts = np.diff(np.append(starts, len(order)))
         periods = np.add.reduceat(s.period[order], starts) if len(starts) else np.zeros(0, np.uint64)
-        model = [self.model_frame(i) for i in range(len(self.frames))]
+        built: dict[int, tuple[tuple[Frame, ...], tuple[Location, ...]]] = {}
         out = []
         for j, pos in enumerate(starts.tolist()):
-            i = int(order[pos])
-            fids = self.stack_frame_ids(int(st[pos])).tolist()
+            i, k = int(order[pos]), int(st[pos])
+            if k not in built:
+                built[k] = self._stack_model(k, locations)
+            frames, where = built[k]
             out.append(StackSample(
                 comm=self.comm_names[int(self.comm[i])], pid=int(s.pid[i]), tid=int(s.tid[i]),
-                frames=tuple(model[f] for f in reversed(fids)),
-                samples=int(counts[j]), period=int(periods[j]),
+                frames=frames, samples=int(counts[j]), period=int(periods[j]), locations=where,
             ))
         return out
 
@@ -194,11 +200,58 @@ class Profile:
         last = len(tids) - 1 - first_from_end
         return tuple((int(t), self.comm_names[int(self.comm[i])]) for t, i in zip(uniq.tolist(), last.tolist()))
 
-    def model_frame(self, frame_id: int) -> Frame:
-        """The flame-graph model's view of a frame."""
+    def model_frame(self, frame_id: int, inline_depth: int = 0) -> Frame:
+        """The model's view of a frame."""
         f = self.frames[frame_id]
-        kind = f.kind if f.resolved or f.kind == "kernel" else "unknown"
-        return Frame(f.name(self.demangle), f.dso, kind)
+        return Frame(f.name(self.demangle), f.dso, self._kind(f), inline_depth)
+
+    @staticmethod
+    def _kind(f: FrameInfo) -> str:
+        return f.kind if f.resolved or f.kind == "kernel" else "unknown"
+
+    def address_groups(self, k: int) -> list[list[int]]:
+        """Stack ``k``'s entries (indices into the stack table) grouped by address, root first;
+        each group is the function's entry, then the entries of what was inlined into it,
+        outermost first (the table keeps them leaf first: inlined..., function)."""
+        table = self.stack_table
+        groups: list[list[int]] = []
+        current: list[int] = []
+        for e in range(int(table.start[k]), int(table.start[k + 1])):
+            current.append(e)
+            if not self.frames[int(table.frames[e])].inlined:
+                groups.append(current[::-1])
+                current = []
+        if current:
+            groups.append(current[::-1])
+        return groups[::-1]
+
+    def _stack_model(self, k: int, locations: bool) -> tuple[tuple[Frame, ...], tuple[Location, ...]]:
+        fids = self.stack_table.frames
+        groups = self.address_groups(k)
+        frames = tuple(self.model_frame(int(fids[e]), depth) for g in groups for depth, e in enumerate(g))
+        return frames, tuple(self.location(g) for g in groups) if locations else ()
+
+    def location(self, group: list[int]) -> Location:
+        """The :class:`Location` of one address group (see :meth:`address_groups`)."""
+        table = self.stack_table
+        head = self.frames[int(table.frames[group[0]])]
+        lines = []
+        for e in reversed(group):  # innermost first
+            f = self.frames[int(table.frames[e])]
+            lines.append(self._source_line(f.name(self.demangle), e))
+        return Location(address=int(table.addrs[group[0]]), rel_address=int(table.shown[group[0]]),
+                        mapping=Mapping(head.dso_path, self.build_ids.get(head.dso_path)),
+                        dso=head.dso, kind=self._kind(head), lines=tuple(lines))
+
+    def _source_line(self, function: str, entry: int) -> SourceLine:
+        ids = self.stack_table.srclines
+        line_id = int(ids[entry]) if ids is not None else -1
+        if line_id < 0:
+            return SourceLine(function)
+        file, _, number = self.srclines[line_id].rpartition(":")
+        if not file or not number.isdigit():
+            return SourceLine(function, self.srclines[line_id])
+        return SourceLine(function, file, int(number))
 
 
 def open_capture(path: str, callchains: bool = True) -> tuple[CaptureReader, CaptureData]:
@@ -272,6 +325,7 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
         start_ns=_start_ns(reader.header, data.samples), trailer=reader.trailer,
         clean_end=reader.clean_end, srclines=resolver.srclines, resolver=resolver,
         base_samples=base_samples, base_period=base_period, trace_format=tfmt, raw=raw, byte_order=_byte_order(reader), unwind=unwound,
+        build_ids=_build_ids(build_ids, resolver),
     )
     f = options.filters
     if f.dsos or f.symbols:
@@ -323,6 +377,15 @@ def unwind_dwarf(reader: CaptureReader, data: CaptureData, ev_index: int, s: Sam
     s.chain_id, s.chains = chains_with_user_frames(s, result)
     s.has = s.has | {"callchain"}
     return stats
+
+
+def _build_ids(recorded: dict[str, str], resolver: SymbolResolver) -> dict[str, str]:
+    """Path -> build-id of every recorded DSO, the kernel's included."""
+    out = dict(recorded)
+    kernel = resolver.chain.kernel_build_id() if resolver.chain is not None else None
+    if kernel:
+        out[KERNEL_DSO] = kernel
+    return out
 
 
 def select_event(names: list[str], wanted: str | None) -> int:

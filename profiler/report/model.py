@@ -1,13 +1,31 @@
-"""Plain input data for the renderers (folded stacks, HTML flame graph, speedscope).
+"""The frame model: plain data the stack renderers and exporters take.
 
-The reporter aggregates a capture into these frozen records; the renderers never see the
-capture itself. A stack is stored root first (outermost caller) and leaf last, the order
-flame graphs draw it in; perf's callchains arrive leaf first, so the reporter reverses them.
+The reporter (:mod:`profiler.report.load`, :mod:`profiler.report.stacks`) builds these frozen
+records from a capture; renderers never see the capture itself. Importing this module loads
+no renderer.
+
+* :class:`Frame` — one function on a stack, what a flame graph draws: name, DSO, kind, and
+  ``inline_depth`` (0 for the function the code belongs to, 1 for a function inlined into it,
+  ...). Frames compare by these fields only, so stacks group by function, not by address.
+* :class:`Location` — one address of a stack, what pprof calls a location: the address, its
+  :class:`Mapping` (the DSO's recorded path and build-id), and its :class:`SourceLine` s,
+  innermost first. One address expands into several frames when functions were inlined
+  there (:meth:`Location.frames`); without line information it has one line (the symbol).
+* :class:`StackSample` — one distinct stack of one thread with its sample count and period:
+  ``frames`` root first, leaf last (the order flame graphs draw; perf's callchains arrive leaf
+  first, so the reporter reverses them), and, when asked for, the ``locations`` the frames
+  came from (also root first).
+* :class:`StackProfile` — what a stack renderer takes: the stacks and :class:`ProfileMeta`.
+
+The renderer protocol (docs/architecture.md): a stack renderer is a module of
+``profiler/report/render/`` with a frozen options dataclass and
+``write(profile: StackProfile, stream, options) -> None``; it writes to the stream it is
+given and opens no file.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 #: How a frame was resolved. ``"unknown"`` is an address no map or symbol covered.
@@ -22,16 +40,63 @@ UNKNOWN = "[unknown]"
 
 @dataclass(frozen=True)
 class Frame:
-    """One resolved frame of a stack."""
+    """One function on a stack."""
 
-    name: str  # symbol name, or "[unknown]"
+    name: str  # function name (demangled unless asked otherwise), or "[unknown]"
     dso: str  # short DSO name: "libc.so.6", "[kernel.kallsyms]", "[vdso]", "[unknown]", "[jit]"
     kind: str  # one of FRAME_KINDS
+    inline_depth: int = 0  # 0: the function the code belongs to; k: inlined k levels into it
 
     @property
     def is_unknown(self) -> bool:
         """True when no symbol resolved this frame."""
         return self.name in ("", UNKNOWN)
+
+    @property
+    def inlined(self) -> bool:
+        return self.inline_depth > 0
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """The object an address lies in, as recorded: its path and GNU build-id (hex)."""
+
+    path: str  # "/usr/lib/x86_64-linux-gnu/libc.so.6", "[kernel.kallsyms]", "[vdso]", "[unknown]"
+    build_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """A function and, when debug information gave them, its source file and line."""
+
+    function: str
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Location:
+    """One address of a stack and what it resolves to.
+
+    ``address`` is the sampled (runtime) address; ``rel_address`` the address in the
+    object's own address space (ELF virtual address, or the file offset when the object could
+    not be read; the address itself for kernel and unmapped code). ``lines`` is innermost
+    first: ``lines[0]`` is the deepest inlined function, ``lines[-1]`` the function whose code
+    this is; it always has at least one entry."""
+
+    address: int
+    rel_address: int
+    mapping: Mapping
+    dso: str  # short name, as on the frames
+    kind: str
+    lines: tuple[SourceLine, ...]
+
+    def frames(self) -> tuple[Frame, ...]:
+        """The frames this address stands for, root first: the containing function, then the
+        functions inlined into it, the innermost last."""
+        depth = len(self.lines) - 1
+        return tuple(Frame(line.function, self.dso, self.kind, depth - k)
+                     for k, line in reversed(list(enumerate(self.lines))))
 
 
 @dataclass(frozen=True)
@@ -44,6 +109,7 @@ class StackSample:
     frames: tuple[Frame, ...]  # outermost (root) first, leaf last
     samples: int
     period: int
+    locations: tuple[Location, ...] = ()  # root first; filled when the caller asked for them
 
     def weight(self, by: Weight) -> int:
         """This stack's weight under ``by``."""
@@ -60,6 +126,7 @@ class ProfileMeta:
     total_samples: int
     total_period: int
     has_callchains: bool
+    thread_names: tuple[tuple[int, str], ...] = ()  # (tid, its name at its last sample: after exec)
 
 
 #: Events whose sample period is a time in nanoseconds (perf's software clocks).
@@ -73,3 +140,11 @@ def period_is_nanoseconds(event: str) -> bool:
 
 #: One sample in time order for timeline exports: (index into the stacks list, its period).
 TimelineSample = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class StackProfile:
+    """The input of every stack renderer: what the capture was, and its distinct stacks."""
+
+    meta: ProfileMeta
+    stacks: list[StackSample] = field(default_factory=list)

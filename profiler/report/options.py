@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from profiler.errors import UsageError
 from profiler.format.container import DEFAULT_CAPTURE
@@ -54,6 +56,28 @@ class Filters:
 
 
 @dataclass(frozen=True)
+class SymbolOptions:
+    """Where symbols come from, for every command that names frames (report, script,
+    flamegraph, export, buildids, archive); see :mod:`profiler.report.symbols.chain`."""
+
+    symfs: str | None = None  # a root the recorded paths are looked up under first
+    debug_dirs: tuple[str, ...] | None = None  # None: the system's (/usr/lib/debug)
+    kallsyms: str | None = None  # kernel symbols from this file instead of the capture's
+    debuginfod: str | None = None  # server URLs (whitespace-separated); None: $DEBUGINFOD_URLS
+    offline: bool = False  # never use the network: debuginfod answers only from its cache
+
+    def validated(self) -> SymbolOptions:
+        """Itself, or UsageError (one sentence, exit 2) when a path cannot be what it names."""
+        if self.symfs is not None and not os.path.isdir(self.symfs):
+            what = "is not a directory" if os.path.exists(self.symfs) else "does not exist"
+            raise UsageError(f"--symfs {self.symfs} {what}: it must name the root the recorded files are under.")
+        if self.kallsyms is not None and not os.path.isfile(self.kallsyms):
+            what = "is not a file" if os.path.exists(self.kallsyms) else "does not exist"
+            raise UsageError(f"--kallsyms {self.kallsyms} {what}: it must name a copy of /proc/kallsyms.")
+        return self
+
+
+@dataclass(frozen=True)
 class LoadOptions:
     """How a capture is turned into resolved stacks (shared by report, script, flamegraph...)."""
 
@@ -70,6 +94,12 @@ class LoadOptions:
     inline: bool = True  # inlined functions (DWARF) as their own frames in stacks
     srclines: bool = False  # look up the source line of every address (--sort srcline, script)
     payloads: bool = False  # True: keep tracepoint samples' PERF_SAMPLE_RAW bytes (script)
+
+    @classmethod
+    def with_symbols(cls, symbols: SymbolOptions, **fields: Any) -> LoadOptions:
+        """LoadOptions whose symbol fields come from ``symbols``."""
+        return cls(symfs=symbols.symfs, debug_dirs=symbols.debug_dirs, kallsyms=symbols.kallsyms,
+                   debuginfod=symbols.debuginfod, offline=symbols.offline, **fields)
 
 
 @dataclass(frozen=True)

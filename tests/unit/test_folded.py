@@ -12,8 +12,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from profiler.report.render.folded import FoldedOptions, fold_stacks, render_folded, write_folded
-from profiler.report.model import Frame, StackSample
+from profiler.report.model import Frame, ProfileMeta, StackProfile, StackSample
+from profiler.report.render.folded import FoldedOptions, fold_stacks, render_folded, write
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 
@@ -131,7 +131,7 @@ stacks_strategy = st.lists(
 @given(stacks_strategy)
 def test_folding_keeps_total_weight_and_line_shape(stacks: list[StackSample]) -> None:
     out = io.StringIO()
-    write_folded(stacks, out, FoldedOptions(include_tid=True))
+    write(StackProfile(ProfileMeta("t", "t", "cpu-clock", 0, 0, True), stacks), out, FoldedOptions(include_tid=True))
     text = out.getvalue()
     total = 0
     for row in text.splitlines():
@@ -158,5 +158,5 @@ def test_golden_folded() -> None:
               pid=20, tid=21, samples=5),
     ]
     out = io.StringIO()
-    write_folded(stacks, out, FoldedOptions(include_pid=True))
+    write(StackProfile(ProfileMeta("t", "t", "cpu-clock", 0, 0, True), stacks), out, FoldedOptions(include_pid=True))
     assert_golden("folded/basic.folded", out.getvalue())

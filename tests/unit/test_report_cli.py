@@ -184,7 +184,7 @@ def test_kallsyms_file_overrides_the_captured_snapshot(tmp_path: Path, capsys: p
     assert code == 2 and out == "" and "--kallsyms" in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("cmd", ["report", "script", "flamegraph", "export"])
+@pytest.mark.parametrize("cmd", ["report", "script", "flamegraph", "export", "buildids", "archive"])
 def test_symfs_that_is_not_a_directory_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                         cmd: str) -> None:
     path = str(capture(tmp_path))

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from profiler.report.model import Frame, ProfileMeta, StackSample
+from profiler.report.model import Frame, ProfileMeta, StackProfile, StackSample
 from profiler.report.render.speedscope import (
     SCHEMA_URL,
     SpeedscopeOptions,
     build_speedscope,
     render_speedscope,
-    write_speedscope,
+    write,
 )
 
 UNITS = {"bytes", "microseconds", "milliseconds", "nanoseconds", "none", "seconds"}
@@ -146,7 +146,7 @@ def test_rendered_json_is_compact_deterministic_and_round_trips() -> None:
     outputs = []
     for order in (stacks(), list(reversed(stacks()))):
         out = io.StringIO()
-        write_speedscope(order, META, out)
+        write(StackProfile(META, order), out)
         outputs.append(out.getvalue())
     assert outputs[0] == outputs[1] and outputs[0].endswith("}\n") and "\n" not in outputs[0][:-1]
     doc = json.loads(outputs[0])

@@ -28,6 +28,7 @@ from profiler.errors import UsageError
 from profiler.report.model import (
     Frame,
     ProfileMeta,
+    StackProfile,
     StackSample,
     Weight,
     period_is_nanoseconds,
@@ -357,13 +358,9 @@ def render_flamegraph(
     stream.write(_PLACEHOLDER.sub(lambda m: values[m.group(1)], template))
 
 
-def write_flamegraph(
-    stacks: Iterable[StackSample],
-    meta: ProfileMeta,
-    stream: TextIO,
-    options: FlameGraphOptions = FlameGraphOptions(),
-) -> FlameTree:
-    """Build the tree from ``stacks``, write the page to ``stream`` and return the tree."""
-    tree = build_flame_tree(stacks, options)
-    render_flamegraph(tree, meta, stream, options.title)
+def write(profile: StackProfile, stream: TextIO, options: FlameGraphOptions = FlameGraphOptions()) -> FlameTree:
+    """The renderer protocol: build the tree from the profile's stacks, write the page to
+    ``stream``; the tree is returned for tests."""
+    tree = build_flame_tree(profile.stacks, options)
+    render_flamegraph(tree, profile.meta, stream, options.title)
     return tree

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
-from profiler.report.model import UNKNOWN, Frame, StackSample, Weight
+from profiler.report.model import UNKNOWN, Frame, StackProfile, StackSample, Weight
 
 KIND_SUFFIX: dict[str, str] = {"kernel": "_[k]", "jit": "_[j]"}
 
@@ -112,8 +112,6 @@ def render_folded(lines: Iterable[tuple[str, int]], stream: TextIO) -> None:
     stream.writelines(f"{line} {weight}\n" for line, weight in lines)
 
 
-def write_folded(
-    stacks: Iterable[StackSample], stream: TextIO, options: FoldedOptions = FoldedOptions()
-) -> None:
-    """Fold ``stacks`` and write them to ``stream``."""
-    render_folded(fold_stacks(stacks, options), stream)
+def write(profile: StackProfile, stream: TextIO, options: FoldedOptions = FoldedOptions()) -> None:
+    """The renderer protocol: fold the profile's stacks and write them to ``stream``."""
+    render_folded(fold_stacks(profile.stacks, options), stream)

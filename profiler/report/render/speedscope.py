@@ -21,6 +21,7 @@ from profiler import __version__
 from profiler.report.model import (
     Frame,
     ProfileMeta,
+    StackProfile,
     StackSample,
     TimelineSample,
     Weight,
@@ -182,12 +183,7 @@ def render_speedscope(document: dict[str, Any], stream: TextIO) -> None:
     stream.write("\n")
 
 
-def write_speedscope(
-    stacks: Sequence[StackSample],
-    meta: ProfileMeta,
-    stream: TextIO,
-    options: SpeedscopeOptions = SpeedscopeOptions(),
-    timeline: Iterable[TimelineSample] | None = None,
-) -> None:
-    """Build the speedscope document and write it to ``stream``."""
-    render_speedscope(build_speedscope(stacks, meta, options, timeline), stream)
+def write(profile: StackProfile, stream: TextIO, options: SpeedscopeOptions = SpeedscopeOptions(),
+          timeline: Iterable[TimelineSample] | None = None) -> None:
+    """The renderer protocol: build the speedscope document and write it to ``stream``."""
+    render_speedscope(build_speedscope(profile.stacks, profile.meta, options, timeline), stream)
