@@ -43,7 +43,7 @@ from profiler.format.bulk import (
 from profiler.format.container import CaptureReader
 from profiler.format.tracepoint import TraceFormat
 from profiler.report.options import Filters, LoadOptions, TimeRange
-from profiler.report.model import Frame, Location, Mapping, SourceLine, StackSample
+from profiler.report.model import INLINED_SUFFIX, Frame, Location, Mapping, SourceLine, StackSample
 from profiler.report.replay import ReplayResult, replay
 from profiler.report.cache import cache_dir
 from profiler.report.symbols.chain import ChainSource, SymbolSources
@@ -238,7 +238,8 @@ class Profile:
         lines = []
         for e in reversed(group):  # innermost first
             f = self.frames[int(table.frames[e])]
-            lines.append(self._source_line(f.name(self.demangle), e))
+            name = f.name(self.demangle)
+            lines.append(self._source_line(name.removesuffix(INLINED_SUFFIX) if f.inlined else name, e))
         return Location(address=int(table.addrs[group[0]]), rel_address=int(table.shown[group[0]]),
                         mapping=Mapping(head.dso_path, self.build_ids.get(head.dso_path)),
                         dso=head.dso, kind=self._kind(head), lines=tuple(lines))

@@ -36,6 +36,11 @@ FRAME_KINDS: tuple[str, ...] = ("user", "kernel", "jit", "unknown")
 Weight = Literal["samples", "period"]
 
 UNKNOWN = "[unknown]"
+INLINED_SUFFIX = " (inlined)"  # how perf (and every output here) shows an inlined function
+
+
+def inlined_name(function: str) -> str:
+    return function + INLINED_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -93,9 +98,10 @@ class Location:
 
     def frames(self) -> tuple[Frame, ...]:
         """The frames this address stands for, root first: the containing function, then the
-        functions inlined into it, the innermost last."""
+        functions inlined into it, the innermost last. An inlined function's frame is named
+        ``name (inlined)``, as perf shows it (``inline_depth`` says so too)."""
         depth = len(self.lines) - 1
-        return tuple(Frame(line.function, self.dso, self.kind, depth - k)
+        return tuple(Frame(inlined_name(line.function) if depth - k else line.function, self.dso, self.kind, depth - k)
                      for k, line in reversed(list(enumerate(self.lines))))
 
 

@@ -20,8 +20,8 @@ def test_one_address_expands_into_its_inlined_frames() -> None:
                    dso="app", kind="user",
                    lines=(SourceLine("leaf_inlined", "a.h", 3), SourceLine("mid_inlined", "a.c", 10),
                           SourceLine("outer", "a.c", 40)))
-    assert loc.frames() == (Frame("outer", "app", "user", 0), Frame("mid_inlined", "app", "user", 1),
-                            Frame("leaf_inlined", "app", "user", 2))
+    assert loc.frames() == (Frame("outer", "app", "user", 0), Frame("mid_inlined (inlined)", "app", "user", 1),
+                            Frame("leaf_inlined (inlined)", "app", "user", 2))
     assert [f.inlined for f in loc.frames()] == [False, True, True]
 
 
