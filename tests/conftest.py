@@ -64,3 +64,11 @@ def require_perf() -> None:
 def profiler_cmd() -> list[str]:
     """How to run the CLI in a subprocess (the installed package of this interpreter)."""
     return [sys.executable, "-m", "profiler"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_debuginfod_from_the_environment() -> None:
+    """Debian's libdebuginfod-common sets DEBUGINFOD_URLS in login shells: reports would then
+    ask the network. Tests are hermetic; the debuginfod tests set their own server."""
+    os.environ.pop("DEBUGINFOD_URLS", None)
+
