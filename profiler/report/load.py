@@ -604,7 +604,12 @@ def resolve_stacks(s: SampleColumns, gen: I64, reps: I64, use_chains: bool,
     uniq = order[first]
     which = np.empty(len(order), dtype=np.int64)
     which[order] = np.cumsum(first) - 1
-    res = _resolve_entries(resolver, pid[uniq], g[uniq], addr[uniq], kernel[uniq], foreign[uniq])
+    # an address never sampled as a leaf is a return address: lines of the call before it
+    is_leaf = np.ones(len(addr), dtype=bool)
+    if len(addr) > 1:
+        is_leaf[1:] = owner[1:] != owner[:-1]  # entries are in stack order, leaf first
+    seen_as_leaf = np.bincount(which[is_leaf], minlength=len(uniq)) > 0
+    res = _resolve_entries(resolver, pid[uniq], g[uniq], addr[uniq], kernel[uniq], foreign[uniq], ~seen_as_leaf)
     counts = np.bincount(owner, minlength=u)
     stack_start = np.zeros(u + 1, dtype=np.int64)
     np.cumsum(counts, out=stack_start[1:])
@@ -644,15 +649,17 @@ def expand_inlined(table: StackTable, which: I64, res: Resolved) -> StackTable:
 
 
 def _resolve_entries(resolver: SymbolResolver, pid: I64, gen: I64, addr: U64,
-                     kernel: npt.NDArray[np.bool_], foreign: npt.NDArray[np.bool_]) -> Resolved:
+                     kernel: npt.NDArray[np.bool_], foreign: npt.NDArray[np.bool_],
+                     returns: npt.NDArray[np.bool_]) -> Resolved:
     """Host addresses through the resolver; a guest's or the hypervisor's (``foreign``) as
-    ``[unknown]`` frames with their address: no host map or symbol table names them."""
+    ``[unknown]`` frames with their address: no host map or symbol table names them.
+    ``returns``: addresses only ever seen as return addresses (see SymbolResolver.resolve)."""
     if not foreign.any():
-        return resolver.resolve(pid, gen, addr, kernel)
+        return resolver.resolve(pid, gen, addr, kernel, returns)
     out = Resolved(np.full(len(addr), -1, dtype=np.int64), np.zeros(len(addr), dtype=np.uint64), addr.copy())
     host = np.flatnonzero(~foreign)
     if len(host):
-        out.put(host, resolver.resolve(pid[host], gen[host], addr[host], kernel[host]))
+        out.put(host, resolver.resolve(pid[host], gen[host], addr[host], kernel[host], returns[host]))
     for i in np.flatnonzero(foreign).tolist():
         out.frame[i] = resolver.frames.intern(FrameInfo(None, UNKNOWN, UNKNOWN, "unknown", int(addr[i])))
     return out

@@ -149,3 +149,23 @@ def test_archive_carries_the_lines(binary: Path, ours: Path, tmp_path: Path) -> 
     empty.mkdir()
     after = our_lines(archived, "--symfs", str(empty), "--debug-dir", str(empty))
     assert after == before and any(k.startswith("inline.c:") for k in after)
+
+
+def test_callers_show_the_line_of_their_call(fixtures_dir: Path, tmp_path: Path, require_perf: None) -> None:
+    """A caller's entry is a return address: its line is the call's (address minus one),
+    what addr2line says for the call instruction, never the line after the call."""
+    binary = fixtures_dir / "workloads" / "shares"
+    capture = tmp_path / "shares.prof"
+    record(capture, [str(binary), "0.15"])
+    text = profiler("script", "-i", capture, "--comm", "shares", "--srcline", "--no-inline")
+    callers: dict[int, str] = {}
+    for block in text.split("\n\n"):
+        entries = re.findall(r"^\t\s*([0-9a-f]+) \S+ \((\S+)\)\n  (\S+)$", block, re.M)
+        for addr, dso, line in entries[1:]:  # the first entry is the sampled address itself
+            if dso == str(binary):
+                callers.setdefault(int(addr, 16), line)
+    assert len(callers) >= 3
+    out = subprocess.run(["addr2line", "-e", str(binary), *[hex(a - 1) for a in sorted(callers)]],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    expected = [o.split(" ")[0].rsplit("/", 1)[-1] for o in out]  # "file:line (discriminator N)"
+    assert [callers[a] for a in sorted(callers)] == expected

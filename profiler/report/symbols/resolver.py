@@ -171,6 +171,7 @@ class SymbolResolver:
     _srcline_ids: dict[str, int] = field(default_factory=dict)
     _line_tables: dict[int, LineTable | None] = field(default_factory=dict)
     _loaded: dict[int, DsoSymbols | None] = field(default_factory=dict)
+    _returns: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, np.bool_))
     _perf_maps: dict[int, SymbolTable | None] = field(default_factory=dict)
     _kernel_warned: bool = False
     _chain_seen: int = 0
@@ -211,8 +212,14 @@ class SymbolResolver:
 
     # --- resolution -------------------------------------------------------------------------
 
-    def resolve(self, pid: I64, gen: I64, addr: U64, kernel: npt.NDArray[np.bool_]) -> Resolved:
-        """Resolve each (pid, generation, address, kernel?) — all arrays the same length."""
+    def resolve(self, pid: I64, gen: I64, addr: U64, kernel: npt.NDArray[np.bool_],
+                returns: npt.NDArray[np.bool_] | None = None) -> Resolved:
+        """Resolve each (pid, generation, address, kernel?) — all arrays the same length.
+
+        ``returns`` marks addresses that are only ever return addresses (callers' entries of
+        callchains): their source line and inline chain are those of the call instruction,
+        looked up at the address minus one, as debuggers do."""
+        self._returns = np.zeros(len(addr), np.bool_) if returns is None else returns
         n = len(addr)
         out = Resolved(np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.uint64), addr.copy())
         k = np.flatnonzero(kernel)
@@ -220,7 +227,7 @@ class SymbolResolver:
             out.put(k, self._resolve_kernel(addr[k]))
         u = np.flatnonzero(~kernel)
         if len(u):
-            out.put(u, self._resolve_user(pid[u], gen[u], addr[u]))
+            out.put(u, self._resolve_user(pid[u], gen[u], addr[u], self._returns[u]))
         return out
 
     def _resolve_kernel(self, addrs: U64) -> Resolved:
@@ -250,7 +257,7 @@ class SymbolResolver:
                 out[i] = self.frames.intern(FrameInfo(None, KERNEL_DSO, KERNEL_DSO, "kernel", a))
         return res
 
-    def _resolve_user(self, pid: I64, gen: I64, addr: U64) -> Resolved:
+    def _resolve_user(self, pid: I64, gen: I64, addr: U64, returns: npt.NDArray[np.bool_]) -> Resolved:
         n = len(addr)
         dso = np.full(n, -1, dtype=np.int64)
         offset = addr.copy()
@@ -269,10 +276,10 @@ class SymbolResolver:
             if d < 0 or self.dsos[d].is_anon:
                 out.put(sel, self._resolve_unmapped(d, pid[sel], addr[sel], offset[sel]))
             else:
-                out.put(sel, self._resolve_in_dso(d, offset[sel]))
+                out.put(sel, self._resolve_in_dso(d, offset[sel], returns[sel]))
         return out
 
-    def _resolve_in_dso(self, dso_id: int, offsets: U64) -> Resolved:
+    def _resolve_in_dso(self, dso_id: int, offsets: U64, returns: npt.NDArray[np.bool_] | None = None) -> Resolved:
         dso = self.dsos[dso_id]
         short, path = dso.short_name, dso.path
         syms = self.dso_symbols(dso_id)
@@ -300,7 +307,8 @@ class SymbolResolver:
         if self.lines or self.inline:
             table = self._line_table(dso_id, syms)
             if table is not None:
-                self._add_lines(res, table, vaddrs, found & (idx >= 0), short, path)
+                at = vaddrs - (returns & (vaddrs > 0)).astype(np.uint64) if returns is not None else vaddrs
+                self._add_lines(res, table, at, found & (idx >= 0), short, path)
         return res
 
     # --- source lines and inlined frames ------------------------------------------------------
