@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export", "Export a capture to folded stacks or speedscope JSON."),
     "annotate": ("annotate", "Disassemble a function with the share of samples per instruction and line."),
     "archive": ("archive", "Pack the symbols a capture needs into it, for other machines."),
+    "import": ("import_", "Convert a perf.data file (perf record) into a capture."),
     "buildids": ("buildids", "List the capture's DSOs, build-ids and symbol sources."),
     "info": ("info", "Describe a capture: header, events, record counts, clean end."),
     "dump": ("dump", "Print every record of a capture, one line each (debugging)."),
@@ -74,6 +75,8 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI, mapping project errors to one sentence and an exit code."""
+    import profiler.format.perfdata  # noqa: F401  every command that reads a capture reads perf.data
+
     try:
         return cli.main(args=argv, prog_name="profiler", standalone_mode=False)
     except click.exceptions.Abort:

@@ -542,6 +542,38 @@ class _ChainStore:
 # --- decoding -----------------------------------------------------------------------------
 
 
+def _sample_fields(layout: R.SampleLayout) -> dict[str, int]:
+    """Word index (from the record start) of each fixed sample field, and ``_end``."""
+    st = layout.sample_type
+    pos = 1
+    where: dict[str, int] = {}
+    for bit, name in (
+        (R.PERF_SAMPLE_IDENTIFIER, "identifier"), (R.PERF_SAMPLE_IP, "ip"),
+        (R.PERF_SAMPLE_TID, "tid"), (R.PERF_SAMPLE_TIME, "time"), (R.PERF_SAMPLE_ADDR, "addr"),
+        (R.PERF_SAMPLE_ID, "id"), (R.PERF_SAMPLE_STREAM_ID, "stream_id"),
+        (R.PERF_SAMPLE_CPU, "cpu"), (R.PERF_SAMPLE_PERIOD, "period"),
+    ):
+        if st & bit:
+            where[name] = pos
+            pos += 1
+    where["_end"] = pos
+    return where
+
+
+def _id_word(events: EventTable) -> int | None:
+    """Word of a SAMPLE record (from its header) holding the id that names its event: the
+    IDENTIFIER, or with one layout shared by every event, its PERF_SAMPLE_ID (perf record
+    writes several events that way); None when one event decodes everything."""
+    if len(events.events) < 2:
+        return None
+    if events.identifier:
+        return 1
+    layout = events.default.layout
+    if events.uniform and layout.sample_type & R.PERF_SAMPLE_ID and any(ev.ids for ev in events.events):
+        return _sample_fields(layout)["id"]
+    return None
+
+
 _DTYPES: dict[str, Any] = {
     "event": np.int16, "ip": np.uint64, "pid": np.int32, "tid": np.int32, "time": np.uint64,
     "cpu": np.int32, "period": np.uint64, "misc": np.uint16, "seq": np.int64, "chain_id": np.int32,
@@ -691,10 +723,11 @@ class _SampleBuilder:
 
     def add(self, views: _Views, offs: I64, sizes: I64, seq: I64) -> None:
         events = self.events
-        if len(events.events) == 1 or not events.identifier:  # same layouts still differ by id
+        at = _id_word(events)
+        if at is None:
             self._add_group(views, events.default, offs, sizes, seq)
             return
-        ident = views.w64[(offs >> 3) + 1] if len(offs) else np.zeros(0, dtype=np.uint64)
+        ident = views.w64[(offs >> 3) + at] if len(offs) else np.zeros(0, dtype=np.uint64)
         event_of = np.zeros(len(offs), dtype=np.int64)
         for ev in events.events[1:]:
             if ev.ids:

@@ -83,6 +83,11 @@ _RELEASE_EVERY = 8 << 20
 
 PERF_DATA_MAGICS = (b"PERFILE2", b"2ELIFREP", b"PERFFILE")
 
+# Readers of other tools' files, chosen by their first 8 bytes: (magics, factory). The
+# perf.data reader registers itself here (profiler.format.perfdata, imported by the package).
+ForeignReader = Callable[[Path, "bytes | mmap.mmap"], "CaptureReader"]
+FOREIGN_READERS: list[tuple[tuple[bytes, ...], ForeignReader]] = []
+
 
 def _pad8(n: int) -> int:
     return -n % 8
@@ -146,6 +151,10 @@ class CaptureWriter:
         """
         target = Path(path)
         reader = CaptureReader.open(target)
+        if getattr(reader, "source_format", None) == "perf.data":
+            reader.close()
+            raise ProfilerError(f"{target} is a perf.data file: convert it first "
+                                f"(profiler import {target} -o OUT).")
         scan = reader.scan()
         keep = scan.frames[-1] if scan.frames else None
         end = scan.frames_end  # in the file (frames of an inflated image have other offsets)
@@ -343,7 +352,7 @@ def describe_foreign(head: bytes) -> str:
     if not head:
         return "it is empty"
     if head[:8] in PERF_DATA_MAGICS:
-        return "it is a perf.data file from `perf record`; record with `profiler record` instead"
+        return "it is a perf.data file from `perf record` (import profiler.format.perfdata to read it)"
     if head[:4] == b"\x7fELF":
         return "it is an ELF binary"
     if head[:2] == b"\x1f\x8b":
@@ -379,8 +388,13 @@ class CaptureReader:
     # -- opening --
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> CaptureReader:
+        """Open a capture; another tool's file opens with its registered reader (a perf.data
+        file as a :class:`~profiler.format.perfdata.PerfDataReader`); ``-`` reads standard input."""
         target = Path(path)
-        data = _map_file(target)
+        data = _spool_stdin() if str(path) == "-" else _map_file(target)
+        for magics, make in FOREIGN_READERS:
+            if bytes(data[:8]) in magics:
+                return make(target, data)
         header, frames_start, version = _parse_file_header(target, data)
         return cls(target, data, header, frames_start, version)
 
@@ -528,6 +542,22 @@ class CaptureReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _spool_stdin() -> bytes | mmap.mmap:
+    """Standard input (``perf record -o - | profiler report -i -``) copied into an unlinked
+    temporary file and memory-mapped, so memory does not grow with the stream."""
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryFile(prefix="profiler-stdin-") as spool:
+        stdin = sys.stdin.buffer
+        while chunk := stdin.read(1 << 20):
+            spool.write(chunk)
+        spool.flush()
+        if spool.tell() == 0:
+            return b""
+        return mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def _map_file(path: Path) -> bytes | mmap.mmap:

@@ -43,6 +43,7 @@ from profiler.format.bulk import (
 from profiler.format.container import CaptureReader
 from profiler.format.tracepoint import TraceFormat
 from profiler.report.options import Filters, LoadOptions, TimeRange
+from profiler.format.perfdata import PerfDataReader  # noqa: F401  registers: perf.data opens as a capture
 from profiler.report.model import INLINED_SUFFIX, Frame, Location, Mapping, SourceLine, StackSample
 from profiler.report.replay import ReplayResult, replay
 from profiler.report.cache import cache_dir

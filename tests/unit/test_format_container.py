@@ -144,7 +144,6 @@ def test_newer_minor_version_is_read(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("content,expect", [
     (b"", "empty"),
-    (b"PERFILE2" + b"\0" * 200, "perf.data"),
     (b"\x7fELF\x02\x01\x01" + b"\0" * 100, "ELF"),
     (b"hello world\n", "text"),
     (b"\x00\x01\x02\xff\xfe" * 10, "magic"),
@@ -153,6 +152,13 @@ def test_foreign_files(tmp_path: Path, content: bytes, expect: str) -> None:
     path = tmp_path / "x"
     path.write_bytes(content)
     with pytest.raises(NotACaptureError, match=expect):
+        CaptureReader.open(path)
+
+
+def test_a_damaged_perf_data_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "x"
+    path.write_bytes(b"PERFILE2" + b"\0" * 200)  # perf.data files open as captures (profiler.format.perfdata)
+    with pytest.raises(FormatError, match="damaged perf.data file"):
         CaptureReader.open(path)
 
 

@@ -46,23 +46,25 @@ def test_zero_size_covers_up_to_next_start_and_limit() -> None:
     assert capped.lookup(0x140) is None
 
 
-def test_aliases_prefer_global_then_weak_then_local() -> None:
-    rows = [(0x10, 4, "local_name", RANK_LOCAL), (0x10, 4, "weak_nm", RANK_WEAK), (0x10, 4, "global_longer", RANK_GLOBAL)]
-    assert SymbolTable.build(candidates(rows)).lookup(0x10) == ("global_longer", 0)
-    assert SymbolTable.build(candidates(rows[:2])).lookup(0x10) == ("weak_nm", 0)
+def test_aliases_prefer_global_then_local_then_weak() -> None:
+    """perf's choose_best_symbol: non-weak over weak, then global over local."""
+    rows = [(0x10, 4, "local_name", RANK_LOCAL), (0x10, 4, "weak_nm", RANK_WEAK), (0x10, 4, "global_x", RANK_GLOBAL)]
+    assert SymbolTable.build(candidates(rows)).lookup(0x10) == ("global_x", 0)
+    assert SymbolTable.build(candidates(rows[:2])).lookup(0x10) == ("local_name", 0)
 
 
-def test_aliases_of_equal_rank_prefer_shortest_then_alphabetical() -> None:
-    rows = [(0x10, 4, "bbb", 0), (0x10, 4, "ccccc", 0), (0x10, 4, "aab", 0), (0x20, 4, "x", 0)]
-    for perm in ([0, 1, 2, 3], [2, 1, 0, 3], [3, 1, 2, 0]):
+def test_aliases_of_equal_rank_prefer_fewer_underscores_then_longest_then_table_order() -> None:
+    rows = [(0x10, 4, "__longest_of_all", 0), (0x10, 4, "bbb", 0), (0x10, 4, "ccccc", 0),
+            (0x10, 4, "ddddd", 0), (0x20, 4, "x", 0)]
+    for perm, want in (([0, 1, 2, 3, 4], "ccccc"), ([3, 1, 0, 2, 4], "ddddd"), ([4, 2, 1, 0, 3], "ccccc")):
         table = SymbolTable.build(candidates([rows[i] for i in perm]))
-        assert table.lookup(0x10) == ("aab", 0)
+        assert table.lookup(0x10) == (want, 0)
         assert len(table) == 2
 
 
-def test_alias_group_keeps_the_largest_size() -> None:
+def test_alias_group_prefers_a_sized_symbol_and_keeps_the_largest_size() -> None:
     table = SymbolTable.build(candidates([(0x10, 0, "a", 0), (0x10, 8, "bb", 1), (0x40, 4, "c", 0)]))
-    assert table.lookup(0x17) == ("a", 7)
+    assert table.lookup(0x17) == ("bb", 7)
     assert table.lookup(0x18) is None
 
 
@@ -153,8 +155,8 @@ def reference_lookup(rows: list[tuple[int, int, str, int]], addr: int) -> tuple[
         groups.setdefault(row[0], []).append(row)
     chosen = []
     for start in sorted(groups):
-        members = groups[start]
-        best = min(members, key=lambda r: (r[3], len(r[2].encode()), r[2].encode()))
+        members = groups[start]  # in table order: min() keeps the first of equal keys
+        best = min(members, key=lambda r: (r[1] == 0, r[3], len(r[2]) - len(r[2].lstrip("_")), -len(r[2].encode())))
         chosen.append((start, max(r[1] for r in members), best[2]))
     kept: list[tuple[int, int, str]] = []
     for start, size, name in chosen:

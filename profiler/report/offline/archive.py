@@ -135,6 +135,9 @@ def archive_capture(
             raise UsageError("--strip-paths writes a copy: -o must name another file than the capture.")
         check_writable(src)
     reader = CaptureReader.open(src)
+    if in_place and _is_perf_data(reader):
+        reader.close()
+        raise UsageError(f"{src} is a perf.data file: name the capture to write with -o OUT.")
     try:
         existing = SymbolSources(reader)
         finder = SymbolSources(reader, symfs=symfs, debug_dirs=debug_dirs, kallsyms_path=kallsyms_path,
@@ -354,9 +357,15 @@ def _write(reader: CaptureReader, src: Path, out: Path, frames: list[tuple[str, 
     tmp = out.with_name(f".{out.name}.archive-{os.getpid()}.tmp")
     try:
         if strip:
-            write_stripped_copy(reader, tmp, frames)
+            frameless = list(reader.iter_metadata()) if _is_perf_data(reader) else []
+            write_stripped_copy(reader, tmp, [*frameless, *frames])
         else:
-            _copy(src, tmp)
+            if _is_perf_data(reader):
+                from profiler.format.perfdata.convert import write_capture
+
+                write_capture(reader, tmp)  # a perf.data input becomes a capture
+            else:
+                _copy(src, tmp)
             writer = CaptureWriter.append_to(tmp)
             try:
                 for kind, payload in frames:
@@ -373,6 +382,10 @@ def _write(reader: CaptureReader, src: Path, out: Path, frames: list[tuple[str, 
         except OSError:
             pass
         raise
+
+
+def _is_perf_data(reader: CaptureReader) -> bool:
+    return getattr(reader, "source_format", None) == "perf.data"
 
 
 def _copy(src: Path, tmp: Path) -> None:

@@ -327,6 +327,13 @@ class SymbolSources:
             syms = _symbols_of_image(image, bid)
             if syms.ok:
                 return syms, PACKED
+        if bid or self._same_release():  # perf.data: perf's build-id cache, or our own vdso
+            # (without a recorded build-id, like the kernel: only on the recorded release)
+            for local in (_perf_cache_file(VDSO, bid, "vdso") if bid else None, _own_vdso()):
+                if local is not None:
+                    syms = _symbols_of_image(local, bid)
+                    if syms.ok:  # the build-id is the recorded one
+                        return syms, LOCAL
         note = "the capture has no vdso image"
         return DsoSymbols(Path(path), SymbolStatus.MISSING, note, SymbolTable.empty()), MISSING
 
@@ -388,11 +395,21 @@ class SymbolSources:
         """This machine's kallsyms, only for the very kernel that was recorded."""
         recorded = self.kernel_build_id()
         running = kernel_build_id()
+        if recorded is None and self._same_release():
+            # perf.data in pipe mode or from `perf record -z` records no build-ids: like perf,
+            # use this machine's kernel, but only when it is the very release recorded
+            self.warnings.append(f"the capture records no kernel build-id; kernel symbols come from "
+                                 f"{self.local_kallsyms} because this machine runs the recorded release "
+                                 f"{os.uname().release}.")
+            return self._local_kallsyms(note)
         if recorded is None or running is None:
             return None, MISSING, f"{note}: kernel frames show as [unknown]."
         if not build_ids_match(running, recorded):
             return None, MISMATCH, (f"{note}, and this machine runs another kernel (build-id {running}, "
                                     f"recorded {recorded}): kernel frames show as [unknown].")
+        return self._local_kallsyms(note)
+
+    def _local_kallsyms(self, note: str) -> tuple[KernelSymbols | None, str, str]:
         try:
             ks = load_kallsyms(self.local_kallsyms)
         except ReportError:
@@ -400,6 +417,10 @@ class SymbolSources:
         if ks is None or ks.all_zero or not len(ks.kernel):
             return None, MISSING, f"{note}, and {self.local_kallsyms} hides its addresses: kernel frames show as [unknown]."
         return ks, LOCAL, ""
+
+    def _same_release(self) -> bool:
+        releases = [m.get("release") for m in self._metadata.get("kernel", ())]
+        return bool(releases) and releases[-1] == os.uname().release
 
     # --- JIT maps -------------------------------------------------------------------------
 
@@ -472,6 +493,31 @@ def _complete(syms: DsoSymbols, label: str) -> bool:
     if label in (PACKED, DEBUG_DIR) and syms.ok:
         return True
     return syms.ok and syms.source.startswith(_FULL_SOURCES)
+
+
+def _perf_cache_file(name: str, bid: str, kind: str) -> bytes | None:
+    """A file of perf's build-id cache (``$PERF_BUILDID_DIR``, else ``~/.debug``):
+    ``<cache>/<name>/<build-id>/<kind>``, as ``perf record`` leaves it."""
+    root = Path(os.environ.get("PERF_BUILDID_DIR") or Path.home() / ".debug")
+    try:
+        return (root / name / bid / kind).read_bytes()
+    except (OSError, ValueError):
+        return None
+
+
+def _own_vdso() -> bytes | None:
+    """The bytes of this process's own ``[vdso]`` mapping (readable memory of ours)."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
+            for line in maps:
+                if line.rstrip().endswith("[vdso]"):
+                    lo, hi = (int(x, 16) for x in line.split(None, 1)[0].split("-"))
+                    return ctypes.string_at(lo, hi - lo)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _symbols_of_image(image: bytes, bid: str | None) -> DsoSymbols:

@@ -113,19 +113,30 @@ def load_kallsyms(path: str | os.PathLike[str] = "/proc/kallsyms") -> KernelSymb
 
 
 def _table(hex_addrs: list[str], names: list[str], ranks: list[int]) -> SymbolTable:
-    """Symbols covering up to the next start; the highest one up to its page's end."""
+    """Symbols covering up to the next start; the highest one up to its page's end.
+
+    Of several names at one address the last listed wins, as in perf report: perf ends
+    each kallsyms symbol at the next one's start, so all but the last are empty."""
     starts = np.array([int(a, 16) for a in hex_addrs], dtype=np.uint64)
+    last = np.sort(len(starts) - 1 - np.unique(starts[::-1], return_index=True)[1])
+    if len(last) < len(starts):
+        starts = starts[last]
+        names = [names[i] for i in last.tolist()]
+        ranks = [ranks[i] for i in last.tolist()]
     top = int(starts.max())
     last_end = min((top // PAGE_SIZE + 1) * PAGE_SIZE, (1 << 64) - 1)
     limits = np.full(starts.shape, last_end, dtype=np.uint64)
     return SymbolTable.from_symbols(starts, np.zeros(starts.shape, np.uint64), names, limits, ranks)
 
 
+KALLSYMS_RULES = "r2"  # bumped when parse_kallsyms names symbols differently (r2: last alias wins)
+
+
 def cached_kernel_symbols(text: str) -> KernelSymbols:
     """``parse_kallsyms(text)``, kept on disk keyed by the snapshot's SHA-1 (parsing a 5 MB
     snapshot costs ~0.2 s, loading the packed tables ~5 ms). Cache trouble is never an error."""
     digest = hashlib.sha1(text.encode("utf-8", "surrogateescape")).hexdigest()
-    path = cache_dir() / "kallsyms" / f"{digest}.msgpack"
+    path = cache_dir() / "kallsyms" / f"{digest}-{KALLSYMS_RULES}.msgpack"
     try:
         packed = msgpack.unpackb(path.read_bytes(), raw=False, strict_map_key=False)
         return KernelSymbols.from_packed(packed)

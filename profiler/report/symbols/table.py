@@ -9,10 +9,12 @@ symbols actually asked for.
 
 Rules applied by :meth:`SymbolTable.build` (the same for every symbol source):
 
-* **Aliases** (several symbols at one address) collapse to one entry. The name is chosen
-  deterministically: lowest *rank* first (for ELF: ``STB_GLOBAL`` 0, ``STB_WEAK`` 1,
-  ``STB_LOCAL`` 2, anything else 3), then the shortest name, then the bytewise smallest
-  name. The entry's size is the largest size in the group.
+* **Aliases** (several symbols at one address) collapse to one entry, named as perf names
+  it (``choose_best_symbol`` in perf's symbol.c), so per-symbol counts agree with perf
+  report: a sized symbol over a zero-size one, then the lowest *rank* (for ELF:
+  ``STB_GLOBAL`` 0, ``STB_LOCAL`` 1, ``STB_WEAK`` 2 — non-weak over weak, then global —
+  anything else 3), then fewer leading underscores, then the longest name, then the first
+  in table order. The entry's size is the largest size in the group.
 * **Zero-size symbols nested in a sized symbol** (assembler labels inside a function)
   are dropped: the enclosing symbol is the better answer for those addresses.
 * **Zero-size symbols** cover up to the next symbol's start, but never past their
@@ -38,8 +40,8 @@ U64_MAX = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 PACKED_VERSION = 1
 
 RANK_GLOBAL = 0
-RANK_WEAK = 1
-RANK_LOCAL = 2
+RANK_LOCAL = 1
+RANK_WEAK = 2
 RANK_OTHER = 3
 
 UIntArray = npt.NDArray[np.uint64]
@@ -139,7 +141,7 @@ class SymbolTable:
         """Sort, collapse aliases, drop nested labels and fix zero-size ends."""
         if len(cand) == 0:
             return cls.empty()
-        order = np.lexsort((cand.rank, cand.starts))
+        order = np.argsort(cand.starts, kind="stable")
         starts = cand.starts[order]
         winners, sizes, limits = _collapse_aliases(cand, order, starts)
         starts = cand.starts[winners]
@@ -308,9 +310,8 @@ def _collapse_aliases(
 ) -> tuple[IntArray, UIntArray, UIntArray]:
     """Pick one symbol per start address; returns (indices into cand, sizes, limits).
 
-    ``order`` sorts ``cand`` by (start, rank); the group's first row is the winner unless
-    several rows share the lowest rank, in which case the shortest, then bytewise
-    smallest, name wins.
+    ``order`` sorts ``cand`` by start (stable: table order within an address); a group of
+    several aliases is resolved by :func:`_best_alias`.
     """
     first = np.empty(starts.shape[0], dtype=np.bool_)
     first[0] = True
@@ -319,29 +320,25 @@ def _collapse_aliases(
     sizes = np.maximum.reduceat(cand.sizes[order], group_start)
     limits = np.maximum.reduceat(cand.limit[order], group_start)
     winners = order[group_start].copy()
-    ranks = cand.rank[order]
-    tied = ~first & (ranks == ranks[np.maximum.accumulate(np.where(first, np.arange(first.shape[0]), 0))])
-    if tied.any():
-        _break_ties(cand, order, group_start, np.flatnonzero(tied), winners)
+    group_len = np.diff(np.append(group_start, first.shape[0]))
+    for g in np.flatnonzero(group_len > 1).tolist():
+        lo = int(group_start[g])
+        winners[g] = _best_alias(cand, order[lo:lo + int(group_len[g])].tolist())
     return winners, sizes, limits
 
 
-def _break_ties(
-    cand: SymbolCandidates, order: IntArray, group_start: IntArray, tied_rows: IntArray, winners: IntArray
-) -> None:
-    """Resolve groups with several lowest-rank aliases by (name length, name bytes)."""
+def _best_alias(cand: SymbolCandidates, rows: list[int]) -> int:
+    """perf's choice among symbols at one address: sized, lowest rank, fewest leading
+    underscores, longest name, first in table order."""
     strtab = cand.strtab
-    groups, counts = np.unique(np.searchsorted(group_start, tied_rows, side="right") - 1, return_counts=True)
-    for g, extra in zip(groups.tolist(), counts.tolist()):
-        lo = int(group_start[g])
-        best_key: tuple[int, bytes] | None = None
-        for pos in order[lo : lo + extra + 1].tolist():
-            off = int(cand.name_off[pos])
-            end = strtab.find(b"\0", off)
-            name = strtab[off : len(strtab) if end < 0 else end]
-            key = (len(name), name)
-            if best_key is None or key < best_key:
-                best_key, winners[g] = key, pos
+
+    def key(pos: int) -> tuple[bool, int, int, int]:
+        off = int(cand.name_off[pos])
+        end = strtab.find(b"\0", off)
+        name = strtab[off:len(strtab) if end < 0 else end]
+        return (int(cand.sizes[pos]) == 0, int(cand.rank[pos]), len(name) - len(name.lstrip(b"_")), -len(name))
+
+    return min(rows, key=key)  # min keeps the first of equal keys: table order
 
 
 def _nested_labels(starts: UIntArray, sizes: UIntArray) -> npt.NDArray[np.bool_]:
