@@ -9,7 +9,7 @@ PROFILER := $(VENV)/bin/profiler
 OUT    ?= out
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline clean bench-dwarf
+.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto clean
 
 venv: $(STAMP)
 
@@ -39,6 +39,21 @@ debuginfod-deps:
 	      && break; echo "apt-get is busy (try $$try), retrying"; sleep 6; done; \
 	  command -v debuginfod >/dev/null; }
 
+# Go's pprof for the pprof export tests (`go tool pprof`; Debian package golang-go).
+go-deps:
+	@command -v go >/dev/null 2>&1 || { \
+	  echo "installing golang-go (Debian package) for the pprof tests"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  for try in 1 2 3 4 5 6 7 8 9 10; do \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq golang-go >/dev/null \
+	      && break; echo "apt-get is busy (try $$try), retrying"; sleep 6; done; \
+	  command -v go >/dev/null; }
+
+# Regenerates the committed profiler/report/render/proto/profile_pb2.py from profile.proto
+# (protoc from PyPI's grpcio-tools in a throw-away virtualenv; not needed to build or test).
+proto:
+	tools/gen_proto.sh
+
 demo: venv fixtures
 	@mkdir -p $(OUT)
 	$(PROFILER) record -g -o $(OUT)/demo.prof -- $(OUT)/fixtures/workloads/shares
@@ -48,13 +63,13 @@ demo: venv fixtures
 	@echo
 	@echo "flame graph: $(CURDIR)/$(OUT)/demo-flamegraph.html (open it in any browser, offline)"
 
-test: venv browser-deps debuginfod-deps
+test: venv browser-deps debuginfod-deps go-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf
+bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export
 
 bench-decode: venv
 	$(PY) benchmarks/bench_decode.py
@@ -82,6 +97,9 @@ bench-demangle: venv
 
 bench-dwarf: venv fixtures
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_dwarf.py
+
+bench-export: venv
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_export.py
 
 bench-archive: venv fixtures
 	$(PY) benchmarks/bench_archive.py

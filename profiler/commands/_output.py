@@ -6,7 +6,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from profiler.errors import ProfilerError
 
@@ -21,6 +21,30 @@ def open_output(path: str) -> Iterator[TextIO]:
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         stream = open(tmp, "w", encoding="utf-8", newline="\n")
+    except OSError as exc:
+        raise ProfilerError(f"cannot write {path}: {exc.strerror}.") from None
+    try:
+        with stream:
+            yield stream
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise ProfilerError(f"cannot write {path}: {exc.strerror}.") from None
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def open_binary_output(path: str) -> Iterator[BinaryIO]:
+    """Like :func:`open_output`, for bytes (``-`` is stdout's buffer)."""
+    if path == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        stream = open(tmp, "wb")
     except OSError as exc:
         raise ProfilerError(f"cannot write {path}: {exc.strerror}.") from None
     try:

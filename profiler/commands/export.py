@@ -1,4 +1,4 @@
-"""``profiler export``: folded stacks (FlameGraph, inferno) or speedscope JSON."""
+"""``profiler export``: folded stacks, speedscope JSON, pprof, Firefox Profiler."""
 
 from __future__ import annotations
 
@@ -6,17 +6,19 @@ from typing import Any, cast
 
 import click
 
-from profiler.commands._output import open_output
 from profiler.commands._common import warn
+from profiler.commands._output import open_binary_output, open_output
 from profiler.commands._profile_opts import load_options, profile_options
 
-EXPORT_FORMATS = ("folded", "speedscope")
+EXPORT_FORMATS = ("folded", "speedscope", "pprof", "firefox")
 
 
 @click.command("export")
 @profile_options
 @click.option("-f", "--format", "format_", type=click.Choice(EXPORT_FORMATS), required=True,
-              help="folded: one line per stack for flamegraph.pl/inferno; speedscope: JSON for speedscope.")
+              help="folded: one line per stack for flamegraph.pl/inferno; speedscope: JSON for speedscope; "
+                   "pprof: gzipped profile.proto for go tool pprof, Pyroscope, Parca; firefox: the "
+                   "Firefox Profiler's processed format (profiler.firefox.com, Load a file).")
 @click.option("-o", "--output", default="-", show_default=True, help="File to write ('-' for stdout).")
 @click.option("--weight", type=click.Choice(["samples", "period"]), default=None,
               help="Weight by sample count or period (default: samples for folded, period for speedscope).")
@@ -27,7 +29,14 @@ EXPORT_FORMATS = ("folded", "speedscope")
               help="speedscope: one profile per thread or per process.")
 def command(format_: str, output: str, weight: str | None, with_pid: bool, with_tid: bool,
             unknown_as_dso: bool, per: str, **kwargs: Any) -> None:
-    """Export a capture's stacks for other viewers."""
+    """Export a capture's stacks for other viewers. pprof and firefox carry every event of
+    the capture (or the one --event names)."""
+    if format_ == "pprof":
+        _pprof(output, kwargs)
+        return
+    if format_ == "firefox":
+        _firefox(output, kwargs)
+        return
     from profiler.report.model import Weight
     from profiler.report.render import folded, speedscope
     from profiler.report.stacks import load_stacks
@@ -42,3 +51,26 @@ def command(format_: str, output: str, weight: str | None, with_pid: bool, with_
             speedscope.write(profile, stream, speedscope.SpeedscopeOptions(
                 weight=cast(Weight, weight or "period"), per=cast(speedscope.ProfilePer, per),
                 thread_names=profile.meta.thread_names))
+
+
+def _pprof(output: str, kwargs: dict[str, Any]) -> None:
+    from profiler.commands.export_load import load_events
+    from profiler.report.render.pprof import PprofInput, write_pprof
+
+    loaded = load_events(kwargs)
+    data = PprofInput(profiles=loaded.profiles, attrs=loaded.attrs, build_ids=loaded.build_ids,
+                      kernel_build_id=loaded.kernel_build_id, start_time_ns=loaded.start_time_ns,
+                      comments=[f"capture {loaded.path}"])
+    with open_binary_output(output) as stream:
+        write_pprof(data, stream)
+
+
+def _firefox(output: str, kwargs: dict[str, Any]) -> None:
+    from profiler.commands.export_load import load_events
+    from profiler.report.render.firefox import FirefoxInput, write_firefox
+
+    loaded = load_events(kwargs)
+    data = FirefoxInput(profiles=loaded.profiles, header=loaded.header, build_ids=loaded.build_ids,
+                        kernel_build_id=loaded.kernel_build_id, start_time_ns=loaded.start_time_ns)
+    with open_output(output) as stream:
+        write_firefox(data, stream)

@@ -1,0 +1,388 @@
+"""Firefox Profiler export: the *processed* profile format, version 57.
+
+What profiler.firefox.com opens with "Load a profile from file" (documented in the
+firefox-devtools/profiler repository: docs-developer/processed-profile-format.md, the types
+in src/types/profile.ts, the version history in docs-developer/CHANGELOG-formats.md):
+
+* ``meta``: ``version`` / ``preprocessedProfileVersion``, the sampling interval, the start
+  time (Unix epoch ms), categories ``Other`` (grey, the required default), ``User``,
+  ``Kernel`` and ``JIT``, ``sampleUnits`` (``threadCPUDelta`` in ns for clock events: the
+  CPU-usage graph), the machine and the command line;
+* ``libs``: one per DSO with its path, ``breakpadId`` (the build-id as a GUID with the first
+  three fields byte-swapped, plus age 0) and ``codeId`` (the whole build-id);
+* ``shared.stringArray``: every string once;
+* ``threads``: one per (event, thread id), each with its own ``samples`` over time
+  (``timeDeltas`` in ms, ``stack``), ``stackTable`` (a prefix tree, root first),
+  ``frameTable`` (library-relative addresses, the frame's category), ``funcTable``,
+  ``resourceTable`` (one library resource per DSO), ``nativeSymbols`` and an empty
+  ``markers`` table.
+
+Samples are written as they are (one entry per sample: the timeline needs them) in chunks,
+so the output grows with the samples but memory does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+
+import numpy as np
+
+from profiler import __version__
+from profiler.report.model import period_is_nanoseconds
+
+if TYPE_CHECKING:
+    from profiler.report.load import Profile
+
+PROCESSED_PROFILE_VERSION = 57
+GECKO_PROFILE_VERSION = 31
+CATEGORIES = [
+    {"name": "Other", "color": "grey", "subcategories": ["Other"]},
+    {"name": "User", "color": "yellow", "subcategories": ["Other"]},
+    {"name": "Kernel", "color": "orange", "subcategories": ["Other"]},
+    {"name": "JIT", "color": "green", "subcategories": ["Other"]},
+]
+CATEGORY_OF_KIND = {"user": 1, "kernel": 2, "jit": 3, "unknown": 0}
+RESOURCE_LIBRARY = 1
+CHUNK = 1 << 16  # samples formatted per write
+
+
+@dataclass
+class FirefoxInput:
+    profiles: Sequence[Profile]
+    header: dict[str, Any]
+    build_ids: dict[str, str] = field(default_factory=dict)
+    kernel_build_id: str | None = None
+    start_time_ns: int = 0
+
+
+def breakpad_id(build_id: str) -> str:
+    """The breakpad id of an ELF build-id: its first 16 bytes as a GUID (the first three
+    fields little-endian), uppercase, then the age 0."""
+    raw = bytes.fromhex(build_id)[:16].ljust(16, b"\0")
+    guid = raw[3::-1] + raw[5:3:-1] + raw[7:5:-1] + raw[8:]
+    return guid.hex().upper() + "0"
+
+
+class _Strings:
+    def __init__(self) -> None:
+        self.array: list[str] = []
+        self._ids: dict[str, int] = {}
+
+    def __call__(self, text: str) -> int:
+        found = self._ids.get(text)
+        if found is None:
+            found = len(self.array)
+            self.array.append(text)
+            self._ids[text] = found
+        return found
+
+
+class _Libs:
+    def __init__(self, data: FirefoxInput, arch: str) -> None:
+        self.data = data
+        self.arch = arch
+        self.libs: list[dict[str, Any]] = []
+        self._ids: dict[str, int] = {}
+
+    def index(self, path: str, kind: str) -> int | None:
+        if kind == "unknown" or path in ("", "[unknown]"):
+            return None
+        found = self._ids.get(path)
+        if found is None:
+            bid = self.data.kernel_build_id if kind == "kernel" else self.data.build_ids.get(path)
+            name = os.path.basename(path) or path
+            found = len(self.libs)
+            self.libs.append({"arch": self.arch, "name": name, "path": path, "debugName": name,
+                              "debugPath": path, "breakpadId": breakpad_id(bid) if bid else "",
+                              "codeId": bid or None})
+            self._ids[path] = found
+        return found
+
+
+def _table(**columns: list[Any]) -> dict[str, Any]:
+    lengths = {len(v) for v in columns.values()}
+    assert len(lengths) <= 1
+    return {**columns, "length": lengths.pop() if lengths else 0}
+
+
+class _Thread:
+    """The tables of one thread, built from the distinct stacks its samples use."""
+
+    def __init__(self, profile: Profile, strings: _Strings, libs: _Libs) -> None:
+        self.profile = profile
+        self.s = strings
+        self.libs = libs
+        self.funcs: dict[int, int] = {}
+        self.func_cols: dict[str, list[Any]] = {k: [] for k in (
+            "name", "isJS", "relevantForJS", "resource", "fileName", "lineNumber", "columnNumber")}
+        self.frames: dict[tuple[int, int], int] = {}
+        self.frame_cols: dict[str, list[Any]] = {k: [] for k in (
+            "address", "inlineDepth", "category", "subcategory", "func", "nativeSymbol", "innerWindowID",
+            "line", "column")}
+        self.resources: dict[str, int] = {}
+        self.res_cols: dict[str, list[Any]] = {"lib": [], "name": [], "host": [], "type": []}
+        self.symbols: dict[tuple[int, int], int] = {}
+        self.sym_cols: dict[str, list[Any]] = {"libIndex": [], "address": [], "name": [], "functionSize": []}
+        self.stacks: dict[tuple[int, int], int] = {}
+        self.stack_cols: dict[str, list[Any]] = {"frame": [], "prefix": []}
+
+    def resource(self, path: str, lib: int | None) -> int:
+        found = self.resources.get(path)
+        if found is None:
+            found = len(self.res_cols["lib"])
+            self.res_cols["lib"].append(lib)
+            self.res_cols["name"].append(self.s(os.path.basename(path) or path))
+            self.res_cols["host"].append(None)
+            self.res_cols["type"].append(RESOURCE_LIBRARY)
+            self.resources[path] = found
+        return found
+
+    def func(self, frame_id: int, lib: int | None) -> int:
+        found = self.funcs.get(frame_id)
+        if found is None:
+            f = self.profile.frames[frame_id]
+            found = len(self.func_cols["name"])
+            c = self.func_cols
+            c["name"].append(self.s(f.label(self.profile.demangle)))
+            c["isJS"].append(False)
+            c["relevantForJS"].append(False)
+            c["resource"].append(-1 if lib is None else self.resource(f.dso_path, lib))
+            c["fileName"].append(None)
+            c["lineNumber"].append(None)
+            c["columnNumber"].append(None)
+            self.funcs[frame_id] = found
+        return found
+
+    def symbol(self, frame_id: int, lib: int, start: int) -> int:
+        key = (frame_id, start)
+        found = self.symbols.get(key)
+        if found is None:
+            f = self.profile.frames[frame_id]
+            found = len(self.sym_cols["name"])
+            self.sym_cols["libIndex"].append(lib)
+            self.sym_cols["address"].append(start)
+            self.sym_cols["name"].append(self.s(f.label(self.profile.demangle)))
+            self.sym_cols["functionSize"].append(None)
+            self.symbols[key] = found
+        return found
+
+    def frame(self, frame_id: int, address: int, offset: int) -> int:
+        key = (frame_id, address)
+        found = self.frames.get(key)
+        if found is None:
+            f = self.profile.frames[frame_id]
+            lib = self.libs.index(f.dso_path, f.kind)
+            c = self.frame_cols
+            found = len(c["func"])
+            c["address"].append(address if lib is not None else -1)
+            c["inlineDepth"].append(0)
+            c["category"].append(CATEGORY_OF_KIND.get(f.kind, 0))
+            c["subcategory"].append(0)
+            c["func"].append(self.func(frame_id, lib))
+            c["nativeSymbol"].append(self.symbol(frame_id, lib, address - offset)
+                                     if lib is not None and f.resolved else None)
+            c["innerWindowID"].append(None)
+            c["line"].append(None)
+            c["column"].append(None)
+            self.frames[key] = found
+        return found
+
+    def stack(self, k: int) -> int:
+        """The stack-table index of distinct stack ``k`` (root first in the prefix tree)."""
+        t = self.profile.stack_table
+        lo, hi = int(t.start[k]), int(t.start[k + 1])
+        prefix: int | None = None
+        for j in range(hi - 1, lo - 1, -1):  # stored leaf first
+            fr = self.frame(int(t.frames[j]), int(t.shown[j]), int(t.offsets[j]))
+            key = (-1 if prefix is None else prefix, fr)
+            node = self.stacks.get(key)
+            if node is None:
+                node = len(self.stack_cols["frame"])
+                self.stack_cols["frame"].append(fr)
+                self.stack_cols["prefix"].append(prefix)
+                self.stacks[key] = node
+            prefix = node
+        assert prefix is not None
+        return prefix
+
+
+def _interval_ms(attr: dict[str, Any], event: str) -> float:
+    period = float(attr.get("sample_period", 0) or 0)
+    if attr.get("freq") and period:
+        return 1000.0 / period
+    if period and period_is_nanoseconds(event):
+        return period / 1e6
+    return 1.0
+
+
+def _meta(data: FirefoxInput, arch: str, start_ms: float, end_ms: float, clock: bool) -> dict[str, Any]:
+    h = data.header
+    first = data.profiles[0]
+    attr = next((e.get("attr") or {} for e in h.get("events") or [] if e.get("name") == first.event), {})
+    target = h.get("target") or {}
+    command = " ".join(str(c) for c in target.get("command") or h.get("cmdline") or [])
+    perf = h.get("perf_data") or {}
+    meta: dict[str, Any] = {
+        "interval": _interval_ms(attr, first.event),
+        "startTime": start_ms,
+        "profilingStartTime": 0,
+        "profilingEndTime": end_ms,
+        "processType": 0,
+        "product": f"{command or 'capture'} ({first.event})",
+        "stackwalk": 1,
+        "debug": False,
+        "version": GECKO_PROFILE_VERSION,
+        "preprocessedProfileVersion": PROCESSED_PROFILE_VERSION,
+        "categories": CATEGORIES,
+        "markerSchema": [],
+        "platform": "X11",
+        "oscpu": f"Linux {h.get('kernel_release', '')} {arch}".strip(),
+        "abi": arch,
+        "importedFrom": f"profiler {__version__}",
+        "arguments": command,
+        "symbolicated": True,
+        "usesOnlyOneStackType": True,
+        "sourceCodeIsNotOnSearchfox": True,
+        "keepProfileThreadOrder": True,
+    }
+    if isinstance(h.get("nr_cpus"), int):
+        meta["logicalCPUs"] = h["nr_cpus"]
+    if perf.get("cpudesc"):
+        meta["CPUName"] = perf["cpudesc"]
+    if clock:
+        meta["sampleUnits"] = {"time": "ms", "eventDelay": "ms", "threadCPUDelta": "ns"}
+    return meta
+
+
+def _empty_markers() -> dict[str, Any]:
+    return _table(data=[], name=[], startTime=[], endTime=[], phase=[], category=[])
+
+
+def write_firefox(data: FirefoxInput, out: TextIO) -> None:
+    """Write the processed profile JSON to ``out``, the samples in chunks."""
+    h = data.header
+    arch = str(h.get("arch") or "")
+    strings = _Strings()
+    libs = _Libs(data, arch)
+    clock0 = data.profiles[0]
+    origin_ns = min(int(p.samples.time.min()) for p in data.profiles if len(p.samples))
+    last_ns = max(int(p.samples.time.max()) for p in data.profiles if len(p.samples))
+    start_ms = (data.start_time_ns + (origin_ns - _perf_start(h, origin_ns))) / 1e6 if data.start_time_ns else 0.0
+    threads = []
+    for profile in data.profiles:
+        threads.extend(_threads_of(profile, strings, libs, origin_ns))
+    clock = period_is_nanoseconds(clock0.event)
+    meta = _meta(data, arch, start_ms, (last_ns - origin_ns) / 1e6, clock)
+    out.write('{"meta":')
+    json.dump(meta, out, separators=(",", ":"))
+    out.write(',"libs":')
+    json.dump(libs.libs, out, separators=(",", ":"))
+    out.write(',"threads":[')
+    for n, (thread, samples) in enumerate(threads):
+        if n:
+            out.write(",")
+        _write_thread(out, thread, samples, clock)
+    out.write('],"shared":{"stringArray":')
+    json.dump(strings.array, out, separators=(",", ":"))
+    out.write("}}\n")
+
+
+def _perf_start(h: dict[str, Any], fallback: int) -> int:
+    start = h.get("start_perf_clock_ns")
+    return int(start) if isinstance(start, int) and start > 0 else fallback
+
+
+@dataclass
+class _Samples:
+    stack: np.ndarray[Any, Any]  # thread-local stack index per sample
+    time_ns: np.ndarray[Any, Any]
+    period: np.ndarray[Any, Any]
+    origin_ns: int
+
+
+def _threads_of(profile: Profile, strings: _Strings, libs: _Libs,
+                origin_ns: int) -> list[tuple[dict[str, Any], _Samples]]:
+    s = profile.samples
+    if not len(s):
+        return []
+    out = []
+    tids = np.unique(s.tid)
+    process_start: dict[int, int] = {}
+    for pid in np.unique(s.pid).tolist():
+        process_start[int(pid)] = int(s.time[s.pid == pid].min())
+    multi = profile.event != profile.event_names[0] if profile.event_names else False
+    for tid in tids.tolist():
+        idx = np.flatnonzero(s.tid == tid)
+        pid = int(s.pid[idx[0]])
+        th = _Thread(profile, strings, libs)
+        used = np.unique(profile.stack[idx])
+        local = {int(k): th.stack(int(k)) for k in used.tolist()}
+        lut = np.zeros(int(used.max()) + 1, dtype=np.int64)
+        for k, v in local.items():
+            lut[k] = v
+        comm = profile.comm_names[int(profile.comm[idx[-1]])]
+        name = f"{comm} ({profile.event})" if multi else comm
+        thread = {
+            "processType": "default",
+            "processStartupTime": (process_start[pid] - origin_ns) / 1e6,
+            "processShutdownTime": None,
+            "registerTime": (int(s.time[idx[0]]) - origin_ns) / 1e6,
+            "unregisterTime": None,
+            "pausedRanges": [],
+            "name": name,
+            "isMainThread": tid == pid,
+            "processName": comm if tid == pid else profile.comm_names[int(profile.comm[idx[0]])],
+            "pid": str(pid),
+            "tid": int(tid),
+            "markers": _empty_markers(),
+            "stackTable": _table(**th.stack_cols),
+            "frameTable": _table(**th.frame_cols),
+            "funcTable": _table(**th.func_cols),
+            "resourceTable": _table(**th.res_cols),
+            "nativeSymbols": _table(**th.sym_cols),
+        }
+        out.append((thread, _Samples(lut[profile.stack[idx]], s.time[idx], s.period[idx], origin_ns)))
+    return out
+
+
+def _write_thread(out: TextIO, thread: dict[str, Any], samples: _Samples, clock: bool) -> None:
+    body = json.dumps(thread, separators=(",", ":"))
+    out.write(body[:-1])
+    n = len(samples.stack)
+    out.write(',"samples":{"weight":null,"weightType":"samples","length":%d,"stack":' % n)
+    _write_ints(out, samples.stack)
+    out.write(',"timeDeltas":')
+    us = (samples.time_ns.astype(np.int64) - samples.origin_ns) // 1000  # rounded once: no drift
+    deltas = np.empty(n, dtype=np.int64)
+    if n:
+        deltas[0] = us[0]
+        deltas[1:] = np.diff(us)
+    _write_ms(out, deltas)
+    if clock:
+        out.write(',"threadCPUDelta":')
+        _write_ints(out, samples.period.astype(np.int64))
+    out.write("}}")
+
+
+def _write_ints(out: TextIO, values: np.ndarray[Any, Any]) -> None:
+    out.write("[")
+    for at in range(0, len(values), CHUNK):
+        if at:
+            out.write(",")
+        out.write(",".join(map(str, values[at:at + CHUNK].tolist())))
+    out.write("]")
+
+
+def _write_ms(out: TextIO, us: np.ndarray[Any, Any]) -> None:
+    """Microseconds written as milliseconds (whole ones print without decimals)."""
+    out.write("[")
+    for at in range(0, len(us), CHUNK):
+        if at:
+            out.write(",")
+        out.write(",".join(str(v // 1000) if v % 1000 == 0 else f"{v / 1000:.3f}".rstrip("0")
+                           for v in us[at:at + CHUNK].tolist()))
+    out.write("]")
