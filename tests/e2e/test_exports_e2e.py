@@ -88,3 +88,39 @@ def test_firefox_export_of_a_recording_is_valid_and_complete(recording: Path, pr
     total = sum(sum(r.values()) for r in [our_flat(profiler_cmd, recording)])
     assert sum(t["samples"]["length"] for t in prof["threads"]) == total
     assert any(lib["codeId"] for lib in prof["libs"])
+
+
+def test_inlined_functions_become_lines_and_inline_depths(require_perf: None, fixtures_dir: Path,
+                                                          profiler_cmd: list[str], tmp_path: Path) -> None:
+    """fixtures/workloads/inline: drive holds mix, fold and step inlined (DWARF)."""
+    import gzip
+
+    from profiler.report.render.proto import profile_pb2 as pb
+
+    cap = tmp_path / "inline.prof"
+    res = subprocess.run([*profiler_cmd, "record", "-q", "-g", "-o", str(cap), "--",
+                          str(fixtures_dir / "workloads" / "inline"), "0.5"],
+                         capture_output=True, text=True, timeout=120, env=_env())
+    assert res.returncode == 0, res.stderr
+    out = subprocess.run([*profiler_cmd, "export", "-i", str(cap), "-f", "pprof", "-o", "-"],
+                         capture_output=True, timeout=120, env=_env())
+    assert out.returncode == 0, out.stderr
+    prof = pb.Profile()
+    prof.ParseFromString(gzip.decompress(out.stdout))
+    s = prof.string_table
+    func = {f.id: s[f.name] for f in prof.function}
+    chains = {tuple(func[line.function_id] for line in loc.line) for loc in prof.location if len(loc.line) > 1}
+    assert ("mix", "drive") in chains and ("step", "fold", "drive") in chains
+    lines = {line.line for loc in prof.location for line in loc.line if func[line.function_id] == "mix"}
+    assert lines and all(n > 0 for n in lines)
+    ff = subprocess.run([*profiler_cmd, "export", "-i", str(cap), "-f", "firefox", "-o", "-"],
+                        capture_output=True, text=True, timeout=120, env=_env())
+    assert ff.returncode == 0, ff.stderr
+    data = json.loads(ff.stdout)
+    strings = data["shared"]["stringArray"]
+    depth = {}
+    for th in data["threads"]:
+        fr, fn = th["frameTable"], th["funcTable"]
+        for i in range(fr["length"]):
+            depth[strings[fn["name"][fr["func"][i]]]] = fr["inlineDepth"][i]
+    assert depth["drive"] == 0 and depth["mix"] == 1 and depth["fold"] == 1 and depth["step"] == 2

@@ -33,6 +33,7 @@ import numpy as np
 
 from profiler import __version__
 from profiler.report.model import period_is_nanoseconds
+from profiler.report.render.pprof import function_name
 
 if TYPE_CHECKING:
     from profiler.report.load import Profile
@@ -119,7 +120,7 @@ class _Thread:
         self.funcs: dict[int, int] = {}
         self.func_cols: dict[str, list[Any]] = {k: [] for k in (
             "name", "isJS", "relevantForJS", "resource", "fileName", "lineNumber", "columnNumber")}
-        self.frames: dict[tuple[int, int], int] = {}
+        self.frames: dict[tuple[int, int, int], int] = {}
         self.frame_cols: dict[str, list[Any]] = {k: [] for k in (
             "address", "inlineDepth", "category", "subcategory", "func", "nativeSymbol", "innerWindowID",
             "line", "column")}
@@ -147,7 +148,7 @@ class _Thread:
             f = self.profile.frames[frame_id]
             found = len(self.func_cols["name"])
             c = self.func_cols
-            c["name"].append(self.s(f.label(self.profile.demangle)))
+            c["name"].append(self.s(function_name(f, self.profile.demangle)))
             c["isJS"].append(False)
             c["relevantForJS"].append(False)
             c["resource"].append(-1 if lib is None else self.resource(f.dso_path, lib))
@@ -165,13 +166,13 @@ class _Thread:
             found = len(self.sym_cols["name"])
             self.sym_cols["libIndex"].append(lib)
             self.sym_cols["address"].append(start)
-            self.sym_cols["name"].append(self.s(f.label(self.profile.demangle)))
+            self.sym_cols["name"].append(self.s(function_name(f, self.profile.demangle)))
             self.sym_cols["functionSize"].append(None)
             self.symbols[key] = found
         return found
 
-    def frame(self, frame_id: int, address: int, offset: int) -> int:
-        key = (frame_id, address)
+    def frame(self, frame_id: int, address: int, offset: int, depth: int) -> int:
+        key = (frame_id, address, depth)
         found = self.frames.get(key)
         if found is None:
             f = self.profile.frames[frame_id]
@@ -179,12 +180,12 @@ class _Thread:
             c = self.frame_cols
             found = len(c["func"])
             c["address"].append(address if lib is not None else -1)
-            c["inlineDepth"].append(0)
+            c["inlineDepth"].append(depth)
             c["category"].append(CATEGORY_OF_KIND.get(f.kind, 0))
             c["subcategory"].append(0)
             c["func"].append(self.func(frame_id, lib))
             c["nativeSymbol"].append(self.symbol(frame_id, lib, address - offset)
-                                     if lib is not None and f.resolved else None)
+                                     if lib is not None and f.resolved and not f.inlined else None)
             c["innerWindowID"].append(None)
             c["line"].append(None)
             c["column"].append(None)
@@ -192,12 +193,19 @@ class _Thread:
         return found
 
     def stack(self, k: int) -> int:
-        """The stack-table index of distinct stack ``k`` (root first in the prefix tree)."""
+        """The stack-table index of distinct stack ``k`` (root first in the prefix tree). An
+        address inside inlined code has the function holding it at inline depth 0, then the
+        inlined functions at depths 1, 2, ... (the stack table stores them innermost first)."""
         t = self.profile.stack_table
         lo, hi = int(t.start[k]), int(t.start[k + 1])
         prefix: int | None = None
+        depth, last_addr = 0, None
         for j in range(hi - 1, lo - 1, -1):  # stored leaf first
-            fr = self.frame(int(t.frames[j]), int(t.shown[j]), int(t.offsets[j]))
+            fid, addr = int(t.frames[j]), int(t.addrs[j])
+            inlined = self.profile.frames[fid].inlined
+            depth = depth + 1 if inlined and addr == last_addr else 0
+            last_addr = addr
+            fr = self.frame(fid, int(t.shown[j]), int(t.offsets[j]), depth)
             key = (-1 if prefix is None else prefix, fr)
             node = self.stacks.get(key)
             if node is None:

@@ -13,10 +13,11 @@ distinct (stack, thread) pairs, not with the samples:
 * ``Mapping``: one per DSO, its path and build-id (hex), ``has_functions``;
 * ``Location``: one per (DSO, address, function); the address is the one ``perf script``
   prints (in the DSO's own address space for user code, absolute for the kernel), inside
-  its mapping's range; one ``Line`` per frame (inlined frames, when the frame model carries
-  them, become several Lines, innermost first);
+  its mapping's range; one ``Line`` per frame, and for an address inside inlined code one
+  Line per inlined function, innermost first, then the function that holds them;
 * ``Function``: the demangled name, the symbol as stored (``system_name``) and the file (the
-  DSO's path); an unresolved frame is named as the reports name it (its address).
+  source file where DWARF gave a line, else the DSO's path); an unresolved frame is named as
+  the reports name it (its address). Lines carry the line number where DWARF gave one.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class _Builder:
         self.data = data
         self.mappings: dict[str, Any] = {}
         self.functions: dict[tuple[str, str, str], int] = {}
-        self.locations: dict[tuple[int, int, int], int] = {}
+        self.locations: dict[tuple[int, int, tuple[tuple[int, int], ...]], int] = {}
         self.samples: dict[tuple[tuple[int, ...], int, int, str], list[int]] = {}
 
     def mapping(self, path: str, kind: str, address: int) -> int:
@@ -99,35 +100,50 @@ class _Builder:
             self.functions[key] = fid
         return fid
 
-    def location(self, mapping_id: int, address: int, function_id: int) -> int:
-        key = (mapping_id, address, function_id)
+    def location(self, mapping_id: int, address: int, lines: tuple[tuple[int, int], ...]) -> int:
+        """A Location with its Lines, (function id, line number) innermost first."""
+        key = (mapping_id, address, lines)
         lid = self.locations.get(key)
         if lid is None:
             lid = len(self.locations) + 1
             loc = self.prof.location.add(id=lid, mapping_id=mapping_id, address=address)
-            loc.line.add(function_id=function_id, line=0)
+            for function_id, line in lines:
+                loc.line.add(function_id=function_id, line=line)
             self.locations[key] = lid
         return lid
 
+    def line_of(self, profile: Profile, frame_id: int, srcline: int) -> tuple[int, int]:
+        """(function id, line number) of one stack entry."""
+        f = profile.frames[frame_id]
+        label = function_name(f, profile.demangle)
+        filename, line = f.dso_path, 0
+        if 0 <= srcline < len(profile.srclines):
+            where, _, number = profile.srclines[srcline].rpartition(":")
+            if where and number.isdigit():
+                filename, line = where, int(number)
+        return self.function(label, f.symbol if f.symbol is not None else label, filename), line
+
     def stack_locations(self, profile: Profile) -> list[tuple[int, ...]]:
-        """Location ids (leaf first) of every distinct stack of ``profile``."""
+        """Location ids (leaf first) of every distinct stack of ``profile``: the entries of
+        one address (inlined functions, innermost first, then the function that holds them)
+        make one Location with several Lines."""
         table = profile.stack_table
-        frame_locs: dict[tuple[int, int], int] = {}
-        out = []
         start = table.start.tolist()
-        frames, shown = table.frames.tolist(), table.shown.tolist()
+        frames, shown, addrs = table.frames.tolist(), table.shown.tolist(), table.addrs.tolist()
+        lines = table.srclines.tolist() if table.srclines is not None else [-1] * len(frames)
+        inlined = [profile.frames[i].inlined for i in range(len(profile.frames))]
+        out = []
         for k in range(len(start) - 1):
-            ids = []
-            for j in range(start[k], start[k + 1]):
-                key = (frames[j], shown[j])
-                lid = frame_locs.get(key)
-                if lid is None:
-                    f = profile.frames[frames[j]]
-                    label = f.label(profile.demangle)
-                    fid = self.function(label, f.symbol if f.symbol is not None else label, f.dso_path)
-                    lid = self.location(self.mapping(f.dso_path, f.kind, shown[j]), shown[j], fid)
-                    frame_locs[key] = lid
-                ids.append(lid)
+            ids: list[int] = []
+            j, end = start[k], start[k + 1]
+            while j < end:
+                first = j
+                while j + 1 < end and inlined[frames[j]] and addrs[j + 1] == addrs[first]:
+                    j += 1  # inlined frames, then the function at the same address
+                group = tuple(self.line_of(profile, frames[i], lines[i]) for i in range(first, j + 1))
+                f = profile.frames[frames[j]]
+                ids.append(self.location(self.mapping(f.dso_path, f.kind, shown[j]), shown[j], group))
+                j += 1
             out.append(tuple(ids))
         return out
 
@@ -162,6 +178,13 @@ class _Builder:
             smp.label.add(key=k_tid, num=tid)
             smp.label.add(key=k_comm, str=s(comm))
         return prof
+
+
+def function_name(f: Any, demangle: bool) -> str:
+    """A frame's function as the reports name it, without the "(inlined)" mark: the
+    exports say it with their own structure (several Lines, inline depths)."""
+    label: str = f.label(demangle)
+    return label.removesuffix(" (inlined)") if f.inlined else label
 
 
 def sample_types(events: Sequence[str]) -> list[tuple[str, str]]:
