@@ -93,7 +93,7 @@ def main() -> None:
             ref = next((w for name, w, _, _ in rows if name.startswith("perf data")), None)
             for name, wall, rss, size in rows:
                 ratio = f"{wall / ref:5.2f}x perf convert" if ref else ""
-                print(f"  {name:42s} {wall:7.2f} s  {rss:7.0f} MB peak RSS  {size / 1e6:8.1f} MB out  {ratio}")
+                print(f"  {name:42s} {wall:7.2f} s  {rss:7.0f} MB peak RSS  {size / 1e6:9.3f} MB out  {ratio}")
 
 
 if __name__ == "__main__":

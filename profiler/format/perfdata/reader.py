@@ -161,6 +161,7 @@ class PerfDataReader(CaptureReader):
         self._meta = meta
         self._spool = spool
         self._scan.frames = frames
+        _drop_pages(file_data)  # the walk touched every page: give them back until decoding
 
     @property
     def size(self) -> int:
@@ -176,6 +177,14 @@ class PerfDataReader(CaptureReader):
                     pass
             elif obj is not None and hasattr(obj, "close"):
                 obj.close()
+
+
+def _drop_pages(data: bytes | mmap.mmap) -> None:
+    if isinstance(data, mmap.mmap) and len(data) and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            data.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):
+            pass
 
 
 def _read(path: Path, data: bytes | mmap.mmap) -> tuple[

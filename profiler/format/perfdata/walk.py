@@ -130,22 +130,43 @@ def record_offsets(buf: bytes | memoryview, start: int, end: int, bo: str) -> tu
     return _walk_offsets(buf, start, end, bo)
 
 
+_BLOCK_WORDS = 1 << 20  # words looked at a time: bounds the temporaries (8 MB of records)
+
+
 def _aligned_offsets(buf: bytes | memoryview, start: int, end: int, bo: str) -> tuple[I64, I64] | None:
+    """Record offsets of an 8-aligned stretch by whole-array checks, a block at a time: every
+    word whose size field could be a record size is a candidate; following the sizes from the
+    block's first record must visit exactly the candidates (else None: walk one by one)."""
     if (end - start) % 8 or end <= start:
         return None
     nwords = (end - start) // 8
     words = np.frombuffer(buf, dtype=bo + "u2", count=nwords * 4, offset=start)
-    sizes = words[3::4]
-    cand = np.flatnonzero((sizes >= 8) & ((sizes & 7) == 0))
-    if not len(cand) or cand[0] != 0:
+    heads = np.frombuffer(buf, dtype=bo + "u4", count=nwords * 2, offset=start)
+    parts: list[I64] = []
+    type_parts: list[I64] = []
+    pos = 0
+    while pos < nwords:
+        hi = min(pos + _BLOCK_WORDS, nwords)
+        sizes = words[4 * pos + 3:4 * hi:4]
+        cand = np.flatnonzero((sizes >= 8) & ((sizes & 7) == 0))
+        if not len(cand) or cand[0] != 0:
+            return None
+        nxt = cand + (sizes[cand] >> 3).astype(np.int64)
+        last = int(np.searchsorted(cand, hi - pos, side="left"))  # candidates inside the block
+        inside = nxt < hi - pos
+        k = int(np.argmin(inside)) if not inside.all() else len(nxt)  # first record leaving the block
+        if k >= last or k + 1 != last or not np.array_equal(nxt[:k], cand[1:k + 1]):
+            return None
+        cand = cand[:k + 1] + pos
+        parts.append(cand)
+        type_parts.append(heads[cand * 2].astype(np.int64))
+        pos = int(nxt[k]) + pos
+    if pos != nwords:
         return None
-    nxt = cand + (sizes[cand] >> 3).astype(np.int64)
-    if nxt[-1] != nwords or not np.array_equal(nxt[:-1], cand[1:]):
-        return None
-    types = np.frombuffer(buf, dtype=bo + "u4", count=nwords * 2, offset=start)[cand * 2].astype(np.int64)
+    offsets: I64 = np.concatenate(parts) * 8 + start
+    types: I64 = np.concatenate(type_parts)
     if np.isin(types, (PERF_RECORD_HEADER_TRACING_DATA, PERF_RECORD_AUXTRACE)).any():
         return None  # their payloads are not records: walk
-    offsets: I64 = cand * 8 + start
     return offsets, types
 
 
