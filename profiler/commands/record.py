@@ -61,6 +61,7 @@ def options_from_cli(
     kernel_only: bool,
     data_mmaps: bool,
     no_inherit: bool,
+    buildid_mmap: bool = False,
 ) -> RecordOptions:
     cpus = _cpus(cpu)
     pids, tids = _int_list(pid, "-p"), _int_list(tid, "-t")
@@ -92,6 +93,7 @@ def options_from_cli(
         quiet=quiet,
         data_mmaps=data_mmaps,
         inherit=not no_inherit,
+        buildid_mmap=buildid_mmap,
         cmdline=tuple(sys.argv),
     )
     opts.validate()
@@ -123,6 +125,9 @@ def options_from_cli(
 @click.option("--kernel-only", is_flag=True, help="Exclude user-space samples.")
 @click.option("--data-mmaps", is_flag=True, help="Also record data (non-executable) mappings.")
 @click.option("--no-inherit", is_flag=True, help="Do not follow children and new threads.")
+@click.option("--buildid-mmap", is_flag=True,
+              help="Ask the kernel for build-ids in MMAP2 records (as perf's --buildid-mmap); by default "
+                   "they are read from the mapped files, which leaves other tools' records intact.")
 @click.option("--archive", "archive", is_flag=True,
               help="When recording ends, pack the sampled DSOs' symbols into the capture (as 'profiler archive').")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)

@@ -219,6 +219,7 @@ class SampleLayout:
     sample_regs_intr: int = 0
     branch_sample_type: int = 0
     byte_order: str = "<"  # struct prefix: "<" little endian, ">" big endian
+    build_id: bool = False  # attr.build_id: this event asked for MMAP2's build-id form
 
     @classmethod
     def from_attr(cls, attr: dict[str, Any], byte_order: str = "little") -> SampleLayout:
@@ -230,6 +231,7 @@ class SampleLayout:
             sample_regs_intr=int(attr.get("sample_regs_intr", 0)),
             branch_sample_type=int(attr.get("branch_sample_type", 0)),
             byte_order="<" if byte_order == "little" else ">",
+            build_id=bool(attr.get("build_id", 0)),
         )
 
     @cached_property
@@ -759,15 +761,32 @@ def _decode_sample(cur: _Cursor, layout: SampleLayout, misc: int) -> Sample:
     return s
 
 
+def _mmap2_build_id(union: bytes, misc: int, layout: SampleLayout) -> bytes | None:
+    """The build-id of an MMAP2 body's union, or None for the inode form.
+
+    The kernel sets PERF_RECORD_MISC_MMAP_BUILD_ID on an MMAP2 header it shares across every
+    event of the mmap and never clears it, so the flag is trusted only for an event that set
+    ``attr.build_id``, and only when the form is well made: a size of 1 to 20 bytes and zero
+    reserved bytes (``u8 build_id_size; u8 __reserved_1; u16 __reserved_2; u8 build_id[20]``)."""
+    if not (misc & PERF_RECORD_MISC_MMAP_BUILD_ID and layout.build_id):
+        return None
+    size = union[0]
+    if not 0 < size <= 20 or union[1:4] != b"\0\0\0":
+        return None
+    return bytes(union[4:4 + size])
+
+
 def _decode_body(cur: _Cursor, rtype: int, misc: int, layout: SampleLayout) -> Record:
     if rtype == PERF_RECORD_MMAP2:
         pid, tid, addr, length, pgoff = cur.u32(), cur.u32(), cur.u64(), cur.u64(), cur.u64()
-        rec = Mmap2(pid, tid, addr, length, pgoff, misc=misc)
-        if misc & PERF_RECORD_MISC_MMAP_BUILD_ID:
-            size = cur.raw(4)[0]
-            rec.build_id = cur.raw(20)[: min(size, 20)]
+        union = cur.raw(24)
+        build_id = _mmap2_build_id(union, misc, layout)
+        rec = Mmap2(pid, tid, addr, length, pgoff, misc=misc & ~PERF_RECORD_MISC_MMAP_BUILD_ID)
+        if build_id is not None:
+            rec.build_id = build_id
+            rec.misc |= PERF_RECORD_MISC_MMAP_BUILD_ID
         else:
-            rec.maj, rec.min, rec.ino, rec.ino_generation = cur.u32(), cur.u32(), cur.u64(), cur.u64()
+            rec.maj, rec.min, rec.ino, rec.ino_generation = struct.unpack(layout.byte_order + "IIQQ", union)
         rec.prot, rec.flags = cur.u32(), cur.u32()
         rec.filename = cur.cstr()
         return rec

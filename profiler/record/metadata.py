@@ -2,9 +2,9 @@
 
 The header (host, kernel, CPUs, page size, target, clocks), the kernel's build-id from
 /sys/kernel/notes, a /proc/kallsyms snapshot (noting when ``kernel.kptr_restrict`` hides the
-addresses), /proc/modules, the vdso image (copied from this process's own ``[vdso]`` mapping:
-the kernel maps the same image into every process of an ABI), and build-ids of every mapped
-ELF file (from MMAP2 records carrying one, else read from the file).
+addresses), /proc/modules, and the vdso image (copied from this process's own ``[vdso]`` mapping:
+the kernel maps the same image into every process of an ABI). Build-ids of mapped files are
+``profiler/record/mapped.py``'s.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler.format.header import machine_facts
-from profiler.format.buildid import kernel_build_id, read_build_id
+from profiler.format.buildid import kernel_build_id
 from profiler.record.synth import read_maps
 
 KALLSYMS = Path("/proc/kallsyms")
@@ -112,24 +112,6 @@ def vdso_image() -> dict[str, Any] | None:
             image = ctypes.string_at(entry.start, entry.end - entry.start)
             return {"image": image, "arch": os.uname().machine}
     return None
-
-
-def build_id_entries(
-    from_mmap2: dict[str, bytes], other_paths: Iterable[str]
-) -> list[dict[str, str]]:
-    """One entry per mapped ELF file: the kernel's build-id where MMAP2 carried one, else the
-    file's own ``.note.gnu.build-id``; files without one (or not ELF) are left out."""
-    entries = [
-        {"path": path, "build_id": bid.hex(), "source": "mmap2"}
-        for path, bid in sorted(from_mmap2.items())
-    ]
-    for path in sorted(set(other_paths) - set(from_mmap2)):
-        if not path.startswith("/"):
-            continue
-        bid = read_build_id(path)
-        if bid:
-            entries.append({"path": path, "build_id": bid, "source": "file"})
-    return entries
 
 
 def tracepoint_formats(names: Iterable[str]) -> dict[str, Any]:

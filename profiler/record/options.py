@@ -38,6 +38,7 @@ class RecordOptions:
     quiet: bool = False
     data_mmaps: bool = False
     inherit: bool = True
+    buildid_mmap: bool = False  # ask the kernel for build-ids in MMAP2 records (attr.build_id)
     cmdline: tuple[str, ...] = ()
 
     def validate(self) -> None:

@@ -109,7 +109,9 @@ def build_attr(
         add_dwarf_sampling(attr, opts.dwarf_stack_size)
     if tracking:
         attr.mmap = attr.mmap2 = attr.comm = attr.comm_exec = attr.task = 1
-        attr.build_id = 1
+        # Off by default, as in perf: the kernel would flag other tools' MMAP2 records too
+        # (profiler/record/mapped.py); build-ids are read from the mapped files instead.
+        attr.build_id = int(opts.buildid_mmap)
         attr.mmap_data = int(opts.data_mmaps)
     return attr
 
@@ -220,11 +222,11 @@ class Recorder:
         self.stderr = stderr
         self.page_size = os.sysconf("SC_PAGE_SIZE")
         self.session = Session(opts.data_pages, self.page_size)
+        self.session.stats.kernel_build_ids = opts.buildid_mmap
         self.child: Child | None = None
         self.threads: list[Thread] = []
         self.events: list[OpenedEvent] = []
         self.notices: list[str] = []
-        self.synth_files: set[str] = set()
 
     # setup ---------------------------------------------------------------------------------
 
@@ -316,9 +318,10 @@ class Recorder:
             pids = sorted({t.pid for t in self.threads})
         for pid in pids:
             records.extend(synth.process_records(pid, ident, data_mmaps=self.opts.data_mmaps))
+        mapped = self.session.stats.mapped
         for rec in records:
-            if isinstance(rec, R.Mmap2) and rec.filename.startswith("/"):
-                self.synth_files.add(rec.filename)
+            if isinstance(rec, R.Mmap2) and not rec.misc & R.PERF_RECORD_MISC_MMAP_DATA:
+                mapped.seen(rec.filename, (rec.maj, rec.min, rec.ino, rec.ino_generation))
         if records:
             writer.write_synth(synth.encode_all(records, layout))
 
@@ -346,10 +349,8 @@ class Recorder:
         self.session.disable()
         self.session.drain(writer)
         stats = self.session.stats
-        writer.write_meta(
-            "buildids",
-            {"entries": metadata.build_id_entries(stats.mmap2_build_ids, stats.mmap2_files | self.synth_files)},
-        )
+        stats.mapped.finish()
+        writer.write_meta("buildids", {"entries": stats.mapped.entries()})
         writer.write_meta("lost", {"per_cpu": dict(stats.lost_per_cpu)})
         summary = {
             "samples": stats.samples,

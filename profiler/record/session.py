@@ -26,22 +26,28 @@ from profiler.format import records as R
 from profiler.format.attr import perf_event_attr
 from profiler.format.container import CaptureWriter
 from profiler.record import perf_event
+from profiler.record.mapped import MappedFiles
 from profiler.record.ringbuf import RingBuffer
 
 _HDR = struct.Struct("=IHH")
 _U64 = struct.Struct("=Q")
 _MMAP2_FILENAME = 8 + 64  # header + pid/tid/addr/len/pgoff/union(24)/prot/flags
-_MMAP2_BUILD_ID = 8 + 32  # build_id_size u8, 3 reserved bytes, build_id[20]
+_MMAP2_BUILD_ID = 8 + 32  # build_id_size u8, 3 reserved bytes, build_id[20]; or the inode form:
+_MMAP2_INODE = struct.Struct("=IIQQ")  # maj, min, ino, ino_generation
 
 
 @dataclass
 class StreamStats:
-    """What the header walk saw: per record type counts, lost samples per CPU, MMAP2 files."""
+    """What the header walk saw: per record type counts, lost samples per CPU, mapped files.
+
+    ``kernel_build_ids`` says whether our events asked for the build-id form of MMAP2
+    (``--buildid-mmap``); otherwise the PERF_RECORD_MISC_MMAP_BUILD_ID flag may be another
+    tool's (the kernel shares the record header between events) and is ignored."""
 
     counts: dict[int, int] = field(default_factory=dict)
     lost_per_cpu: dict[int, int] = field(default_factory=dict)
-    mmap2_build_ids: dict[str, bytes] = field(default_factory=dict)
-    mmap2_files: set[str] = field(default_factory=set)
+    mapped: MappedFiles = field(default_factory=MappedFiles)
+    kernel_build_ids: bool = False
     raw_bytes: int = 0
     wakeups: int = 0
 
@@ -60,7 +66,7 @@ class StreamStats:
         pos, end = 0, len(buf)
         while pos + 8 <= end:
             rtype, misc, size = unpack(buf, pos)
-            if size < 8:
+            if size < 8 or pos + size > end:
                 break
             counts[rtype] = counts.get(rtype, 0) + 1
             if rtype == R.PERF_RECORD_LOST:
@@ -69,24 +75,25 @@ class StreamStats:
             elif rtype == R.PERF_RECORD_LOST_SAMPLES:
                 lost = _U64.unpack_from(buf, pos + 8)[0]
                 self.lost_per_cpu[cpu] = self.lost_per_cpu.get(cpu, 0) + lost
-            elif rtype == R.PERF_RECORD_MMAP2:
+            elif rtype == R.PERF_RECORD_MMAP2 and size >= _MMAP2_FILENAME:
                 self._mmap2(buf, pos, size, misc)
             pos += size
         self.raw_bytes += end
 
     def _mmap2(self, buf: bytes | memoryview, pos: int, size: int, misc: int) -> None:
+        if misc & R.PERF_RECORD_MISC_MMAP_DATA:
+            return
         raw = bytes(buf[pos + _MMAP2_FILENAME : pos + size])
-        name = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        name = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
         if not name.startswith("/"):
             return
-        if misc & R.PERF_RECORD_MISC_MMAP_BUILD_ID:
-            n = buf[pos + _MMAP2_BUILD_ID]
-            bid = bytes(buf[pos + _MMAP2_BUILD_ID + 4 : pos + _MMAP2_BUILD_ID + 4 + min(n, 20)])
-            if bid:
-                self.mmap2_build_ids[name] = bid
+        if self.kernel_build_ids and misc & R.PERF_RECORD_MISC_MMAP_BUILD_ID:
+            head = bytes(buf[pos + _MMAP2_BUILD_ID : pos + _MMAP2_BUILD_ID + 24])
+            if 0 < head[0] <= 20 and head[1:4] == b"\0\0\0":
+                self.mapped.seen_with_build_id(name, head[4 : 4 + head[0]])
                 return
-        self.mmap2_files.add(name)
-
+        maj, mnr, ino, gen = _MMAP2_INODE.unpack_from(buf, pos + _MMAP2_BUILD_ID)
+        self.mapped.seen(name, (maj, mnr, ino, gen))
 
 @dataclass
 class OpenedEvent:

@@ -132,12 +132,28 @@ def test_command_samples_comm_exec_and_mmap2_with_build_id(shares_capture: tuple
     expected = Symbols(workloads / "shares").build_id
     with CaptureReader.open(path) as reader:
         entries = reader.metadata("buildids")[0]["entries"]
-    by_path = {e["path"]: e["build_id"] for e in entries}
+    by_path = {e["path"]: e.get("build_id") for e in entries}
     assert by_path[binary] == expected
-    if maps[0].build_id is not None:
-        assert maps[0].build_id.hex() == expected
+    st = os.stat(binary)  # the kernel's MMAP2 identity of the mapped inode, as stat sees it
+    assert maps[0].build_id is None  # no attr.build_id unless --buildid-mmap
+    assert (maps[0].maj, maps[0].min, maps[0].ino) == (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    mine = next(e for e in entries if e["path"] == binary)
+    assert (mine["maj"], mine["min"], mine["ino"]) == (maps[0].maj, maps[0].min, maps[0].ino)
     assert any("libc" in p for p in by_path), "build-ids of every mapped ELF, libc included"
     assert "Captured and wrote" in result.stderr and str(path) in result.stderr
+
+
+def test_buildid_mmap_is_an_opt_in(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    """``--buildid-mmap`` asks the kernel for the build-id form of MMAP2, as perf's option does."""
+    out = tmp_path / "bid.prof"
+    result = run_record(profiler_cmd, "--buildid-mmap", "-o", str(out), "--", str(workloads / "shares"), "0.1")
+    assert result.returncode == 0, result.stderr
+    with CaptureReader.open(out) as reader:
+        assert reader.header["events"][0]["attr"]["build_id"] == 1
+    binary = str(workloads / "shares")
+    maps = [r for r in records(out) if isinstance(r, R.Mmap2) and r.filename == binary]
+    assert maps and maps[0].build_id is not None
+    assert maps[0].build_id.hex() == Symbols(workloads / "shares").build_id
 
 
 def test_known_shares_of_time(shares_capture: tuple[Path, Any], workloads: Path) -> None:

@@ -14,6 +14,9 @@ SAMPLE_TYPE = (R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PER
 
 
 def cpu_clock_attr(sample_type: int = SAMPLE_TYPE, **extra: int) -> dict[str, int]:
+    """The tracking event's attr; ``build_id`` 1 (MMAP2 records may carry build-ids, as with
+    ``record --buildid-mmap``) unless given."""
+    extra.setdefault("build_id", 1)
     attr = new_attr(type=1, config=0, sample_type=sample_type, sample_id_all=1, freq=1,
                     sample_period=4000, mmap=1, mmap2=1, comm=1, comm_exec=1, task=1, **extra)
     return attr_to_dict(attr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,7 @@ def test_record_type_round_trip(name: str, byte_order: str) -> None:
 
 
 def test_mmap2_build_id_form() -> None:
-    layout = R.SampleLayout(sample_type=R.PERF_SAMPLE_TIME, sample_id_all=True)
+    layout = R.SampleLayout(sample_type=R.PERF_SAMPLE_TIME, sample_id_all=True, build_id=True)
     rec = R.Mmap2(1, 1, 0x1000, 0x1000, 0, prot=5, flags=2, filename="/x", build_id=bytes(range(20)),
                   sample_id=R.SampleId(time=5))
     data = R.encode(rec, layout)
@@ -156,6 +157,30 @@ def test_mmap2_build_id_form() -> None:
     assert decoded.misc & R.PERF_RECORD_MISC_MMAP_BUILD_ID
     assert decoded.build_id == bytes(range(20))
     assert decoded.filename == "/x"
+
+
+def test_mmap2_build_id_flag_trusted_only_for_an_event_that_asked() -> None:
+    """The kernel leaves PERF_RECORD_MISC_MMAP_BUILD_ID set on the MMAP2 header it shares with
+    other events (another tool's attr.build_id): for us the union is maj/min/ino."""
+    plain = R.SampleLayout(sample_type=R.PERF_SAMPLE_TIME, sample_id_all=True)
+    rec = R.Mmap2(1, 1, 0x1000, 0x1000, 0, 254, 3, 123456, 7, 5, 2, "/x", sample_id=R.SampleId(time=5))
+    data = bytearray(R.encode(rec, plain))
+    struct.pack_into("<H", data, 4, rec.misc | R.PERF_RECORD_MISC_MMAP_BUILD_ID)
+    decoded = R.decode_record(bytes(data), 0, plain)
+    assert isinstance(decoded, R.Mmap2) and decoded.build_id is None
+    assert (decoded.maj, decoded.min, decoded.ino, decoded.ino_generation) == (254, 3, 123456, 7)
+    assert not decoded.misc & R.PERF_RECORD_MISC_MMAP_BUILD_ID
+
+
+@pytest.mark.parametrize("size, reserved", [(0, b"\0\0\0"), (21, b"\0\0\0"), (20, b"\0\1\0")])
+def test_mmap2_malformed_build_id_form_is_not_trusted(size: int, reserved: bytes) -> None:
+    asked = R.SampleLayout(sample_type=R.PERF_SAMPLE_TIME, sample_id_all=True, build_id=True)
+    rec = R.Mmap2(1, 1, 0x1000, 0x1000, 0, filename="/x", build_id=bytes(range(20)), sample_id=R.SampleId(time=5))
+    data = bytearray(R.encode(rec, asked))
+    data[40] = size
+    data[41:44] = reserved
+    decoded = R.decode_record(bytes(data), 0, asked)
+    assert isinstance(decoded, R.Mmap2) and decoded.build_id is None
 
 
 def test_unknown_record_type_kept_opaque() -> None:
@@ -196,6 +221,7 @@ def layouts(draw: st.DrawFn) -> R.SampleLayout:
         sample_regs_intr=draw(st.integers(0, 2**20 - 1)),
         branch_sample_type=draw(st.sampled_from([0, R.PERF_SAMPLE_BRANCH_HW_INDEX])),
         byte_order=draw(st.sampled_from(["<", ">"])),
+        build_id=draw(st.booleans()),
     )
 
 
@@ -290,10 +316,10 @@ def other_records(draw: st.DrawFn, layout: R.SampleLayout) -> R.Record:
     if choice == "MMAP":
         rec = R.Mmap(draw(u32), draw(u32), draw(u64), draw(u64), draw(u64), draw(text))
     elif choice == "MMAP2":
-        if draw(st.booleans()):
+        if layout.build_id and draw(st.booleans()):
             rec = R.Mmap2(draw(u32), draw(u32), draw(u64), draw(u64), draw(u64), prot=draw(u32),
                           flags=draw(u32), filename=draw(text),
-                          build_id=draw(st.binary(min_size=20, max_size=20)))
+                          build_id=draw(st.binary(min_size=1, max_size=20)))
         else:
             rec = R.Mmap2(draw(u32), draw(u32), draw(u64), draw(u64), draw(u64), draw(u32), draw(u32),
                           draw(u64), draw(u64), draw(u32), draw(u32), draw(text))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from profiler.record import synth
 from profiler.record.events import EventSpec
 from profiler.record.options import RecordOptions
 from profiler.record.recorder import build_attr
+from profiler.record.mapped import MappedFiles
 from profiler.record.session import StreamStats
 
 
@@ -32,9 +35,13 @@ def test_attr_of_the_first_event() -> None:
     assert a["sample_type"] == (R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PERF_SAMPLE_CPU
                                 | R.PERF_SAMPLE_PERIOD | R.PERF_SAMPLE_CALLCHAIN)
     assert a["freq"] == 1 and a["sample_period"] == 4000
-    for flag in ("mmap", "mmap2", "comm", "comm_exec", "task", "build_id", "sample_id_all", "inherit",
+    for flag in ("mmap", "mmap2", "comm", "comm_exec", "task", "sample_id_all", "inherit",
                  "enable_on_exec", "disabled", "watermark", "use_clockid"):
         assert a[flag] == 1, flag
+    assert a["build_id"] == 0  # as in perf: other tools' MMAP2 records would be flagged too
+    opt_in = build_attr(EventSpec("cpu-clock", 1, 0), RecordOptions(command=("x",), buildid_mmap=True),
+                        tracking=True, several=False, enable_on_exec=True, inherit=True, data_size=4096)
+    assert opt_in.build_id == 1
     assert a["wakeup_events"] == (1 << 19) // 4
     _, several = layout_and_attr(several=True)
     assert several["sample_type"] & R.PERF_SAMPLE_IDENTIFIER
@@ -155,13 +162,14 @@ def test_build_id_of_non_elf_and_hostile_files(tmp_path: Path) -> None:
     assert buildid.read_build_id(tmp_path / "hostile") is None
 
 
-def test_header_walk_counts_samples_lost_and_mmap2_build_ids() -> None:
+def test_header_walk_counts_samples_lost_and_reads_mapped_files(tmp_path: Path) -> None:
     layout, _ = layout_and_attr()
-    bid = bytes(range(1, 21))
+    binary = Path(sys.executable).resolve()
+    st = binary.stat()
+    ident = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino, 0)
     recs: list[R.Record] = [
         R.Sample(ip=1, pid=2, tid=2, time=3, cpu=0, period=1, callchain=(1,)),
-        R.Mmap2(2, 2, 0x1000, 0x1000, 0, filename="/lib/libx.so", build_id=bid),
-        R.Mmap2(2, 2, 0x3000, 0x1000, 0, 8, 1, 77, 0, 5, 2, "/bin/noid"),
+        R.Mmap2(2, 2, 0x3000, 0x1000, 0, *ident, 5, 2, str(binary)),
         R.Mmap2(2, 2, 0x5000, 0x1000, 0, filename="[vdso]"),
         R.Lost(5, 42),
         R.Sample(ip=1, pid=2, tid=2, time=4, cpu=0, period=1, callchain=()),
@@ -169,5 +177,40 @@ def test_header_walk_counts_samples_lost_and_mmap2_build_ids() -> None:
     stats = StreamStats()
     stats.scan(1, b"".join(R.encode(r, layout) for r in recs))
     assert stats.samples == 2 and stats.lost == 42 and stats.lost_per_cpu == {1: 42}
-    assert stats.mmap2_build_ids == {"/lib/libx.so": bid}
-    assert stats.mmap2_files == {"/bin/noid"}
+    entries = stats.mapped.entries()
+    assert [e["path"] for e in entries] == [str(binary)]
+    expected = buildid.read_build_id(binary)
+    assert expected is not None and entries[0]["build_id"] == expected
+    assert (entries[0]["maj"], entries[0]["min"], entries[0]["ino"]) == ident[:3]
+
+
+def test_header_walk_ignores_a_build_id_flag_it_did_not_ask_for() -> None:
+    """Another tool's attr.build_id flags our MMAP2 header too: the union is still maj/min/ino."""
+    layout, _ = layout_and_attr()
+    rec = R.Mmap2(2, 2, 0x3000, 0x1000, 0, 8, 1, 77, 0, 5, 2, "/no/such/file")
+    data = bytearray(R.encode(rec, layout))
+    struct.pack_into("=H", data, 4, rec.misc | R.PERF_RECORD_MISC_MMAP_BUILD_ID)
+    stats = StreamStats()
+    stats.scan(0, bytes(data))
+    assert stats.mapped.entries() == [
+        {"path": "/no/such/file", "maj": 8, "min": 1, "ino": 77, "ino_generation": 0}
+    ]
+    asked = StreamStats(kernel_build_ids=True)
+    bid = bytes(range(1, 21))
+    asked.scan(0, R.encode(R.Mmap2(2, 2, 0x1000, 0x1000, 0, filename="/lib/libx.so", build_id=bid), layout))
+    assert asked.mapped.entries() == [{"path": "/lib/libx.so", "build_id": bid.hex(), "source": "mmap2"}]
+
+
+def test_a_replaced_file_lends_no_build_id(tmp_path: Path) -> None:
+    """MMAP2 names inode A; the file now at the path is inode B: its build-id is not A's."""
+    target = tmp_path / "prog"
+    shutil.copy(sys.executable, target)
+    st = target.stat()
+    mapped = MappedFiles()
+    mapped.seen(str(target), (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino + 1, 0))
+    mapped.seen(str(target), (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino, 0))
+    by_ino = {e["ino"]: e for e in mapped.entries()}
+    assert by_ino[st.st_ino + 1].get("replaced") is True and "build_id" not in by_ino[st.st_ino + 1]
+    expected = buildid.read_build_id(target)
+    assert expected is not None  # Python's interpreter carries a GNU build-id note
+    assert by_ino[st.st_ino]["build_id"] == expected
