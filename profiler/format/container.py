@@ -21,6 +21,7 @@ import errno
 import mmap
 import os
 import socket
+import stat
 import struct
 import tempfile
 import zlib
@@ -126,12 +127,44 @@ class CaptureWriter:
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], header: dict[str, Any],
-               version: tuple[int, int] = VERSION_PLAIN) -> CaptureWriter:
+               version: tuple[int, int] = VERSION_PLAIN, *, keep_old: bool = False) -> CaptureWriter:
+        """A new capture at ``path``, its header written.
+
+        The file is always a new one: it is written under a temporary name beside ``path``
+        and moved over ``path`` once its header is complete, so a reader of the file that was
+        there (which may have it memory-mapped) keeps reading it intact, and a symlink at
+        ``path`` is replaced rather than followed. ``keep_old`` keeps that previous file as
+        ``NAME.old``, as perf keeps ``perf.data.old``. A device or FIFO at ``path``
+        (``/dev/null``) is written in place.
+        """
         target = Path(path)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
         try:
-            fd = os.open(target, flags, 0o600)
-            os.fchmod(fd, 0o600)
+            special = not stat.S_ISREG(st_mode := os.lstat(target).st_mode) and not stat.S_ISLNK(st_mode)
+        except FileNotFoundError:
+            special = False
+        except OSError as exc:
+            raise ProfilerError(f"cannot write the capture {target}: {exc.strerror}.") from None
+        if special:
+            return cls._create_in_place(target, header, version)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        except OSError as exc:
+            raise ProfilerError(f"cannot write the capture {target}: {exc.strerror}.") from None
+        writer = cls(fd, target)
+        try:
+            writer._write_file_header(header, version)
+            _move_into_place(Path(tmp), target, keep_old)
+        except BaseException:
+            writer.abort()
+            _unlink_quietly(Path(tmp))
+            raise
+        return writer
+
+    @classmethod
+    def _create_in_place(cls, target: Path, header: dict[str, Any],
+                         version: tuple[int, int]) -> CaptureWriter:
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CLOEXEC)
         except OSError as exc:
             raise ProfilerError(f"cannot write the capture {target}: {exc.strerror}.") from None
         writer = cls(fd, target)
@@ -193,9 +226,10 @@ class CaptureWriter:
                     pending[0] = pending[0][n:]
         except OSError as exc:
             self._cut_back(start)
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                why = "the file size limit was reached" if exc.errno == errno.EFBIG else "the disk is full"
                 raise DiskFullError(
-                    f"the disk is full: stopped writing {self.path}; "
+                    f"{why}: stopped writing {self.path}; "
                     f"the {start} bytes written before are intact."
                 ) from None
             raise ProfilerError(f"cannot write {self.path}: {exc.strerror}.") from None
@@ -269,6 +303,31 @@ class CaptureWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.abort()
+
+
+def _move_into_place(tmp: Path, target: Path, keep_old: bool) -> None:
+    """``tmp`` becomes ``target``; with ``keep_old`` what was at ``target`` (a file or the
+    symlink itself, never what it points to) becomes ``target.old``. ``target`` names a file
+    at every moment: the old one is hard-linked as ``.old`` before the new one replaces it."""
+    old = target.with_name(target.name + ".old")
+    try:
+        if keep_old and os.path.lexists(target):
+            if os.path.lexists(old):
+                os.unlink(old)
+            try:
+                os.link(target, old, follow_symlinks=False)
+            except OSError:  # a file system without hard links
+                os.replace(target, old)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise ProfilerError(f"cannot write the capture {target}: {exc.strerror}.") from None
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 # --- reader -----------------------------------------------------------------------------------

@@ -379,12 +379,24 @@ class Recorder:
             self.child = Child(opts.command)
         try:
             return self._record(specs, cpus)
+        except BaseException:
+            self._stop_command()
+            raise
         finally:
             self.session.close()
-            if self.child is not None and self.child.status is None and not self._released:
-                self.child.abandon()
 
     _released = False
+
+    def _stop_command(self) -> None:
+        """Recording failed: a command not yet released exits without running anything, a
+        running one is terminated (SIGTERM, then SIGKILL if it lingers) and reaped."""
+        child = self.child
+        if child is None or child.status is not None:
+            return
+        if self._released:
+            child.terminate()
+        else:
+            child.abandon()
 
     def _record(self, specs: list[EventSpec], cpus: list[int]) -> RecordResult:
         self._open_events(specs, cpus)
@@ -393,7 +405,7 @@ class Recorder:
             layout, _ = self._layout()
             self.session.compact = partial(compact_stacks, layout=layout)
             version = VERSION_ZSTD
-        writer = CaptureWriter.create(self.opts.output, self._header(), version)
+        writer = CaptureWriter.create(self.opts.output, self._header(), version, keep_old=True)
         error: ProfilerError | None = None
         started = time.monotonic()
         stopper = Stopper(self.child)
@@ -420,11 +432,10 @@ class Recorder:
             error = exc.with_traceback(None)  # its frames hold views of the ring buffers
             self.session.disable()
             writer.abort()
+            if not self._released:
+                raise error from None  # the command never ran: run() lets it exit unstarted
         except BaseException:
             writer.abort()
-            if self.child is not None and self._released:
-                self.child.kill(signal.SIGTERM)
-                self.child.wait()
             raise
         result = RecordResult(
             exit_code=0,
@@ -439,6 +450,9 @@ class Recorder:
         result.exit_code = self._wait_for_command(stopper.signal, error is not None)
         result.stopped_by = stopper.signal
         if error is not None:
+            # The disk filled up while the command ran: it was left to finish, and its exit
+            # status is ours; the sentence says what happened to the capture.
+            error.exit_code = result.exit_code
             raise error
         return result
 

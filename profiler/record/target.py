@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,6 +128,17 @@ class Child:
                 os.kill(self.pid, sig)
             except ProcessLookupError:
                 pass
+
+    def terminate(self, grace: float = 5.0) -> None:
+        """SIGTERM, then SIGKILL if the command is still there after ``grace`` seconds; reaped."""
+        self.kill(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while not self.poll():
+            if time.monotonic() >= deadline:
+                self.kill(signal.SIGKILL)
+                self.wait()
+                return
+            time.sleep(0.02)
 
     def exit_code(self) -> int:
         """The shell's view: the exit status, or 128 + the signal that killed it."""

@@ -7,12 +7,14 @@ binary's symbol table (pyelftools), never from the recorder itself.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -362,23 +364,93 @@ def test_sigkill_leaves_a_readable_capture(workloads: Path, tmp_path: Path, prof
     assert len(got) > 100
 
 
-def test_full_disk_keeps_the_capture_and_the_command(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+@contextmanager
+def small_tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
-    mnt = tmp_path / "small"
+    mnt = tmp_path / f"small-{size}"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=7m", "tmpfs", str(mnt)]).returncode:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)]).returncode:
         pytest.skip("cannot mount tmpfs")
     try:
-        out = mnt / "full.prof"
-        result = run_record(profiler_cmd, "-F", "20000", "-g", "-o", str(out), "--", str(workloads / "shares"), "1.5")
-        assert result.returncode == 1
-        assert "disk is full" in result.stderr and "Traceback" not in result.stderr
-        assert "rounds 135" in result.stdout, "the command ran to its end"
-        with CaptureReader.open(out) as reader:
-            assert samples(list(reader.iter_records()))
+        yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)])
+
+
+def shares_then_exit(workloads: Path, seconds: str, code: int, marker: Path) -> list[str]:
+    """A command that runs shares, leaves a marker file and exits with ``code``."""
+    return ["sh", "-c", f'{workloads / "shares"} {seconds}; echo ran > "{marker}"; exit {code}']
+
+
+def test_full_disk_keeps_the_capture_and_the_command(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    """The disk fills up while the command runs: it is left to finish and its status is ours."""
+    marker = tmp_path / "ran"
+    with small_tmpfs(tmp_path, "7m") as mnt:
+        out = mnt / "full.prof"
+        result = run_record(profiler_cmd, "-F", "20000", "-g", "-o", str(out), "--",
+                            *shares_then_exit(workloads, "1.5", 5, marker))
+        assert result.returncode == 5, result.stderr
+        assert "disk is full" in result.stderr and "Traceback" not in result.stderr
+        assert "rounds 135" in result.stdout and marker.exists(), "the command ran to its end"
+        with CaptureReader.open(out) as reader:
+            assert samples(list(reader.iter_records()))
+
+
+def test_disk_full_before_the_command_starts(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    """512 KiB cannot hold the host facts: one sentence, exit 1, the command never runs, no hang."""
+    marker = tmp_path / "ran"
+    with small_tmpfs(tmp_path, "512k") as mnt:
+        result = run_record(profiler_cmd, "-o", str(mnt / "x.prof"), "--",
+                            *shares_then_exit(workloads, "0.1", 0, marker), timeout=30)
+        assert result.returncode == 1
+        assert one_sentence_error(result).startswith("profiler: the disk is full")
+    assert not marker.exists()
+
+
+def fsize_limit(limit: int) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+@pytest.mark.parametrize(("limit", "code"), [(64 << 10, 1), (3 << 20, 6)], ids=["before-start", "while-running"])
+def test_file_size_limit(workloads: Path, tmp_path: Path, profiler_cmd: list[str], limit: int, code: int) -> None:
+    """RLIMIT_FSIZE (no root needed) takes the same paths as a full disk."""
+    marker = tmp_path / "ran"
+    out = tmp_path / "limited.prof"
+    result = run_record(profiler_cmd, "-F", "20000", "-g", "-o", str(out), "--",
+                        *shares_then_exit(workloads, "1.0", 6, marker), timeout=60, preexec_fn=fsize_limit(limit))
+    assert result.returncode == code, result.stderr
+    assert "file size limit" in result.stderr and "Traceback" not in result.stderr
+    assert marker.exists() == (code == 6)
+
+
+def test_failure_after_the_command_started_terminates_it(workloads: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any other failure once the command runs: the command is terminated and reaped."""
+    from profiler.errors import ProfilerError
+    from profiler.record.options import RecordOptions
+    from profiler.record.recorder import Recorder
+
+    def broken(self: Recorder, *args: Any) -> None:
+        raise ProfilerError("injected failure.")
+
+    monkeypatch.setattr(Recorder, "_synthesize", broken)
+    recorder = Recorder(RecordOptions(command=("sleep", "60"), output=str(tmp_path / "x.prof"), quiet=True))
+    with pytest.raises(ProfilerError, match="injected"):
+        recorder.run()
+    assert recorder.child is not None and recorder.child.status is not None
+    assert os.WIFSIGNALED(recorder.child.status) and os.WTERMSIG(recorder.child.status) == signal.SIGTERM
+
+
+def test_failure_before_the_command_started_never_runs_it(workloads: Path, tmp_path: Path,
+                                                          profiler_cmd: list[str]) -> None:
+    marker = tmp_path / "ran"
+    result = run_record(profiler_cmd, "-o", str(tmp_path / "no" / "such" / "dir.prof"), "--",
+                        *shares_then_exit(workloads, "0.1", 0, marker), timeout=30)
+    assert one_sentence_error(result).startswith("profiler: cannot write the capture")
+    assert not marker.exists()
 
 
 # --- bad input ------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import stat
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -323,3 +325,82 @@ def test_append_to_unwritable_capture_leaves_it_unchanged(tmp_path: Path) -> Non
         assert path.read_bytes() == before
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+# --- a new file every time: NAME.old, symlinks, readers of the old file ---------------------
+
+
+def _capture_at(path: Path, comm: str) -> None:
+    writer = CaptureWriter.create(path, make_test_header(), keep_old=True)
+    writer.write_meta("note", {"comm": comm})
+    writer.close()
+
+
+def _note(path: Path) -> str:
+    with CaptureReader.open(path) as reader:
+        return str(reader.metadata("note")[0]["comm"])
+
+
+def test_a_new_capture_keeps_the_previous_one_as_old(tmp_path: Path) -> None:
+    path = tmp_path / "profile.prof"
+    _capture_at(path, "first")
+    assert not (tmp_path / "profile.prof.old").exists()
+    _capture_at(path, "second")
+    _capture_at(path, "third")
+    assert _note(path) == "third" and _note(tmp_path / "profile.prof.old") == "second"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["profile.prof", "profile.prof.old"]  # no temporaries
+
+
+def test_a_symlink_at_the_output_is_replaced_not_followed(tmp_path: Path) -> None:
+    precious = tmp_path / "precious.txt"
+    precious.write_text("do not overwrite")
+    link = tmp_path / "out.prof"
+    link.symlink_to(precious)
+    _capture_at(link, "new")
+    assert precious.read_text() == "do not overwrite"
+    assert not link.is_symlink() and _note(link) == "new"
+    assert (tmp_path / "out.prof.old").is_symlink()  # the link itself, as perf renames it
+
+
+READ_AFTER_GO = """
+import sys, zlib
+from profiler.format.container import CaptureReader
+reader = CaptureReader.open(sys.argv[1])
+print(len(list(reader.iter_frames())), flush=True)
+sys.stdin.readline()  # the test writes a new capture at the same path meanwhile
+print(zlib.crc32(reader.raw_view()), len(reader.raw_view()), flush=True)
+"""
+
+
+def test_a_reader_of_the_old_file_is_unharmed(tmp_path: Path) -> None:
+    """A reader memory-maps the old file: writing the new one must not truncate it under the
+    reader (which would die of SIGBUS), so it is run in a process of its own."""
+    path = tmp_path / "c.prof"
+    writer = CaptureWriter.create(path, make_test_header())
+    for _ in range(64):
+        writer.write_raw(0, bytes(range(256)) * 32)
+    writer.close()
+    before = path.read_bytes()
+    reader = subprocess.Popen([sys.executable, "-c", READ_AFTER_GO, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert reader.stdin is not None and reader.stdout is not None
+    assert reader.stdout.readline().strip() == "64"
+    _capture_at(path, "replacement")
+    out, _ = reader.communicate("go\n", timeout=60)
+    assert reader.returncode == 0, f"the reader died: status {reader.returncode}"
+    assert out.split() == [str(zlib.crc32(before)), str(len(before))]
+    assert _note(path) == "replacement"
+
+
+def test_a_failed_header_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "c.prof"
+    _capture_at(path, "kept")
+
+    def full(fd: int, buffers: list[memoryview]) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "writev", full)
+    with pytest.raises(DiskFullError, match=str(path)):
+        CaptureWriter.create(path, make_test_header(), keep_old=True)
+    monkeypatch.undo()
+    assert _note(path) == "kept" and sorted(p.name for p in tmp_path.iterdir()) == ["c.prof"]
