@@ -52,9 +52,13 @@ def test_caller_graph_shows_the_designed_chains(shares_capture: Path, profiler_c
     text = report(profiler_cmd, shares_capture, "--no-children", "-g", "caller")
     for leaf, chain in CHAINS.items():
         block = text.split(f"[.] {leaf}\n", 1)[1].split("\n\n", 1)[0]
-        names = [re.sub(r"^[\s|-]*(--[\d.]+%--)?", "", line).strip() for line in block.splitlines()]
+        names = [re.sub(r"^[\s|-]*([\d.]+%--)?", "", line).strip() for line in block.splitlines()]
         names = [n for n in names if n]
-        assert names[-len(chain):] == chain, block
+        # Branches are listed largest first: the dominant path runs from the root to the
+        # first line naming the leaf. A few samples taken in a prologue (under a loaded
+        # machine) may add a small second branch after it.
+        dominant = names[:names.index(leaf) + 1] if leaf in names else names
+        assert dominant[-len(chain):] == chain, block
 
 
 def test_children_of_main_cover_every_hot_function(shares_capture: Path, profiler_cmd: list[str]) -> None:
