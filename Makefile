@@ -9,7 +9,7 @@ PROFILER := $(VENV)/bin/profiler
 OUT    ?= out
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto clean
+.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat clean
 
 venv: $(STAMP)
 
@@ -69,7 +69,7 @@ test: venv browser-deps debuginfod-deps go-deps
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export
+bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export bench-stat
 
 bench-decode: venv
 	$(PY) benchmarks/bench_decode.py
@@ -100,6 +100,9 @@ bench-dwarf: venv fixtures
 
 bench-export: venv
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_export.py
+
+bench-stat: venv
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_stat.py
 
 bench-archive: venv fixtures
 	$(PY) benchmarks/bench_archive.py

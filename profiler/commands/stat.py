@@ -7,7 +7,8 @@ from typing import TextIO
 
 import click
 
-from profiler.commands.record import _cpus, _int_list
+from profiler.commands._targets import cpu_list_option as _cpus
+from profiler.commands._targets import id_list_option as _int_list
 from profiler.errors import ProfilerError
 from profiler.stat.options import StatOptions
 

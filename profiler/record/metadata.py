@@ -23,26 +23,9 @@ from profiler.record.synth import read_maps
 KALLSYMS = Path("/proc/kallsyms")
 MODULES = Path("/proc/modules")
 KPTR_RESTRICT = Path("/proc/sys/kernel/kptr_restrict")
-ONLINE_CPUS = Path("/sys/devices/system/cpu/online")
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """A kernel CPU list such as ``0-3,8,10-11`` (also what ``-C`` accepts)."""
-    cpus: list[int] = []
-    for part in filter(None, (p.strip() for p in text.strip().split(","))):
-        lo, dash, hi = part.partition("-")
-        first, last = int(lo), int(hi) if dash else int(lo)
-        if first < 0 or last < first:
-            raise ValueError(f"bad CPU range {part!r}")
-        cpus.extend(c for c in range(first, last + 1) if c not in cpus)
-    return cpus
-
-
-def online_cpus() -> list[int]:
-    try:
-        return parse_cpu_list(ONLINE_CPUS.read_text())
-    except (OSError, ValueError):
-        return list(range(os.cpu_count() or 1))
+from profiler.record.cpus import ONLINE_CPUS as ONLINE_CPUS  # noqa: E402 - re-exported
+from profiler.record.cpus import online_cpus as online_cpus  # noqa: E402
+from profiler.record.cpus import parse_cpu_list as parse_cpu_list  # noqa: E402
 
 
 def perf_clock_ns() -> int:

@@ -23,7 +23,7 @@ from types import FrameType
 from typing import TextIO
 
 from profiler.errors import UsageError
-from profiler.record import metadata
+from profiler.record import cpus as metadata
 from profiler.record.events import EventGroup, EventSpec, parse_event, parse_event_groups
 from profiler.record.target import PROC, Child, Thread, threads_by_id, threads_of_processes
 from profiler.stat.counters import CounterSet, Slot, Target

@@ -214,7 +214,7 @@ def test_per_thread_on_a_running_process(profiler_cmd: list[str], sleeper: subpr
 
 
 def test_per_cpu_system_wide(profiler_cmd: list[str]) -> None:
-    from profiler.record.metadata import online_cpus
+    from profiler.record.cpus import online_cpus
 
     result = run_stat(profiler_cmd, "-a", "-A", "-x,", "-e", "cpu-clock,context-switches", "--", "sleep", "0.1")
     rows = [line.split(",") for line in result.stderr.splitlines()]

@@ -92,7 +92,7 @@ def test_text_summary_title_and_exit_status(fake: type[FakeCounters]) -> None:
 
 
 def test_per_cpu_rows(fake: type[FakeCounters]) -> None:
-    from profiler.record.metadata import online_cpus
+    from profiler.record.cpus import online_cpus
 
     result = invoke("-a", "-A", "-x", ";", "-e", "cpu-clock", "--", "true")
     assert result.exit_code == 0, result.output
