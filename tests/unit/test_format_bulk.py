@@ -130,6 +130,26 @@ def test_several_events_by_identifier(tmp_path: Path) -> None:
         assert [len(data.samples.chain(i)) for i in range(30)] == [0 if i % 3 == 0 else i % 4 for i in range(30)]
 
 
+def test_events_with_one_layout_still_split_by_identifier(tmp_path: Path) -> None:
+    """-e task-clock,page-faults: the same sample layout, two events; each sample is its own."""
+    st_ = R.PERF_SAMPLE_IDENTIFIER | R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PERF_SAMPLE_PERIOD
+    attr = cpu_clock_attr(st_)
+    header = make_test_header([{"name": "task-clock", "attr": attr, "ids": [11, 12]},
+                               {"name": "page-faults", "attr": attr, "ids": [21]}])
+    layout = R.SampleLayout.from_attr(attr)
+    idents = [11, 21, 12, 21, 21, 11]
+    recs = [R.encode(R.Sample(identifier=ident, ip=i, pid=1, tid=1, time=i, period=ident), layout)
+            for i, ident in enumerate(idents)]
+    path = tmp_path / "same.prof"
+    w = CaptureWriter.create(path, header)
+    w.write_raw(0, b"".join(recs))
+    w.close()
+    with CaptureReader.open(path) as reader:
+        data = load_capture(reader)
+    assert list(data.samples.event) == [0 if ident < 20 else 1 for ident in idents]
+    assert list(data.samples.period) == idents
+
+
 def test_damaged_callchain_sample_is_dropped(tmp_path: Path) -> None:
     header = make_test_header()
     layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
