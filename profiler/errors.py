@@ -35,6 +35,8 @@ class VersionError(FormatError):
 class RecordError(ProfilerError):
     """Recording failed (perf_event_open, ring buffers, target process)."""
 
+    errno: int | None = None  # the errno of a failed system call, when there was one
+
 
 class PermissionDeniedError(RecordError):
     """perf events are not permitted for this user."""

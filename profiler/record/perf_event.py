@@ -101,7 +101,10 @@ def perf_event_open(
         )
     )
     if fd < 0:
-        raise open_error(ctypes.get_errno(), event_name, attr, pid=pid, cpu=cpu)
+        err = ctypes.get_errno()
+        error = open_error(err, event_name, attr, pid=pid, cpu=cpu)
+        error.errno = err
+        raise error
     return fd
 
 

@@ -13,6 +13,7 @@ child's counts into the parent counter when the child exits, so one read covers 
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,7 +150,7 @@ class CounterSet:
             self.notices.append("notice: kernel.perf_event_paranoid allows user space only; "
                                 "counting user space (as with ':u').")
             return perf_event.perf_event_open(attr, target.pid, target.cpu, leader, event_name=spec.name)
-        except EventError as exc:
+        except RecordError as exc:
             raise _explain(exc, spec, group, leader, target) from None
 
     # control ---------------------------------------------------------------------------------
@@ -226,21 +227,32 @@ def has_hardware_pmu() -> bool:
     return CPU_PMU.is_dir() or any(Path("/sys/bus/event_source/devices").glob("armv*"))
 
 
-def _explain(exc: EventError, spec: EventSpec, group: EventGroup, leader: int, target: Target) -> ProfilerError:
+def _explain(exc: RecordError, spec: EventSpec, group: EventGroup, leader: int, target: Target) -> ProfilerError:
     """One sentence that says which of the usual reasons applies."""
     hardware = spec.type in (PERF_TYPE_HARDWARE, PERF_TYPE_HW_CACHE, PERF_TYPE_RAW)
-    if _is_unsupported(exc) and hardware and not has_hardware_pmu():
+    if isinstance(exc, EventError) and _is_unsupported(exc) and hardware and not has_hardware_pmu():
         return EventError(
             f"hardware event '{spec.name}' is not supported on this machine (it has no hardware "
             "PMU, as in most VMs): count software events such as task-clock instead; "
             "'profiler list' shows what is available."
         )
-    if leader >= 0 and group.braced and "rejected" in str(exc) and _opens_alone(spec, target):
+    if leader < 0 or not group.braced:
+        return exc
+    if exc.errno == errno.E2BIG:
         return EventError(
-            f"the events of group '{group.name}' cannot be scheduled together: the kernel "
+            f"the group '{_short(group.name)}' cannot be scheduled as a unit: with "
+            f"{len(group.members)} members its read exceeds the kernel's limit; split it."
+        )
+    if exc.errno == errno.EINVAL and _opens_alone(spec, target):
+        return EventError(
+            f"the events of group '{_short(group.name)}' cannot be scheduled together: the kernel "
             f"rejected '{spec.name}' as a member of it (it opens on its own: list it outside the braces)."
         )
     return exc
+
+
+def _short(name: str, limit: int = 60) -> str:
+    return name if len(name) <= limit else name[: limit - 4] + "...}"
 
 
 def _opens_alone(spec: EventSpec, target: Target) -> bool:

@@ -235,3 +235,12 @@ def test_no_permission_is_one_sentence(profiler_cmd: list[str]) -> None:
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert line.startswith("profiler: no permission to open 'cpu-clock' (kernel.perf_event_paranoid is")
+
+
+def test_group_too_large_to_schedule_is_one_sentence(profiler_cmd: list[str]) -> None:
+    """The kernel refuses a group whose read would exceed its size limit (E2BIG)."""
+    group = "{" + ",".join(["context-switches"] * 1100) + "}"
+    result = run_stat(profiler_cmd, "-e", group, "--", "true", check=False)
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert "cannot be scheduled as a unit: with 1100 members" in line and line.endswith("split it.")

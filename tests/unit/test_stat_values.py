@@ -94,3 +94,28 @@ def test_running_stats_is_perf_stderr_of_the_mean() -> None:
     assert st.rel_pct == pytest.approx(100 * st.stderr / st.mean)
     assert RunningStats().stderr == 0.0 and mean_stats([5.0]).stderr == 0.0
     assert mean_stats([0.0, 0.0]).rel_pct == 0.0
+
+
+def test_group_member_the_kernel_rejects_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EINVAL for a member that opens alone: the group is the problem, and the sentence says so."""
+    import errno
+
+    import profiler.stat.counters as counters
+    from profiler.errors import EventError
+    from profiler.record.events import parse_event_groups
+    from profiler.stat.counters import CounterSet, Target
+
+    def fake_open(attr: object, pid: int, cpu: int, group_fd: int = -1, flags: int = 0, *, event_name: str = "") -> int:
+        if group_fd >= 0 and event_name == "page-faults":
+            error = EventError(f"the kernel rejected the event '{event_name}'.")
+            error.errno = errno.EINVAL
+            raise error
+        return 1000 + group_fd if group_fd >= 0 else 999
+
+    monkeypatch.setattr(counters.perf_event, "perf_event_open", fake_open)
+    monkeypatch.setattr(counters.perf_event, "event_id", lambda fd: fd)
+    monkeypatch.setattr(counters.os, "close", lambda fd: None)
+    cs = CounterSet(parse_event_groups(["{task-clock,page-faults}"]), [Target(0, -1)])
+    with pytest.raises(EventError, match=r"^the events of group '\{task-clock,page-faults\}' cannot be "
+                                         r"scheduled together: the kernel rejected 'page-faults'"):
+        cs.open()
