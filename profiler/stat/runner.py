@@ -1,6 +1,6 @@
 """``profiler stat`` end to end: events, targets, the workload, wall time, repeats, intervals.
 
-A command is forked and held (the recorder's :class:`~profiler.record.target.Child`) until its
+A command is started and held (:class:`~profiler.stat.workload.HeldCommand`) until its
 counters exist, then released: its leaders have ``enable_on_exec``, so counting starts exactly
 at the exec, as in perf. The wall time runs from the release to ``wait4`` (which also gives the
 command's user and system time). Without a command, counting runs until Ctrl-C, or until every
@@ -25,12 +25,13 @@ from typing import TextIO
 from profiler.errors import UsageError
 from profiler.record import cpus as metadata
 from profiler.record.events import EventGroup, EventSpec, parse_event, parse_event_groups
-from profiler.record.target import PROC, Child, Thread, threads_by_id, threads_of_processes
+from profiler.record.target import PROC, Thread, threads_by_id, threads_of_processes
 from profiler.stat.counters import CounterSet, Slot, Target
 from profiler.stat.model import Counts, StatReport, aggregate, build_rows, delta
 from profiler.stat.options import StatOptions
 from profiler.stat.render import GLOBAL, PER_CPU, PER_THREAD, Renderer
 from profiler.stat.values import RunningStats
+from profiler.stat.workload import HeldCommand
 
 DEFAULT_SOFTWARE = ("task-clock", "context-switches", "cpu-migrations", "page-faults")
 DEFAULT_HARDWARE = ("cycles", "instructions", "branches", "branch-misses")
@@ -177,7 +178,7 @@ class StatRunner:
     def measure(self) -> Measurement:
         opts = self.opts
         counted_child = bool(opts.command) and not opts.attached and not opts.system_wide
-        child = Child(opts.command) if opts.command else None
+        child = HeldCommand(opts.command) if opts.command else None
         targets = build_targets(opts, child.pid if child is not None and counted_child else None, self.threads)
         self.slots = [slot_of(opts, t) for t in targets]
         counters = CounterSet(self.groups, targets, inherit=opts.inherit,
@@ -204,7 +205,7 @@ class StatRunner:
                 index += 1
         return out
 
-    def _count(self, counters: CounterSet, child: Child | None, counted_child: bool) -> Measurement:
+    def _count(self, counters: CounterSet, child: HeldCommand | None, counted_child: bool) -> Measurement:
         rusage = None
         last: Counts = {}
         with self._signals(child is not None):
@@ -255,7 +256,7 @@ class StatRunner:
         hung = {fd for fd, mask in ready if mask & (select.POLLHUP | select.POLLERR)}
         return hung == set(fds)
 
-    def _interval_loop(self, counters: CounterSet, child: Child | None, start: int) -> Counts:
+    def _interval_loop(self, counters: CounterSet, child: HeldCommand | None, start: int) -> Counts:
         """Print every -I interval until the command exits, Ctrl-C, or every task has gone;
         returns the counts at the last printed interval."""
         assert self.opts.interval_ms is not None
@@ -315,7 +316,7 @@ class StatRunner:
                 print(notice, file=self.err)
 
 
-def _reap(child: Child) -> resource.struct_rusage | None:
+def _reap(child: HeldCommand) -> resource.struct_rusage | None:
     """wait4() the command: its status, and its (and its waited-for children's) CPU times."""
     while child.status is None:
         try:
