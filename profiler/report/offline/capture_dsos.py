@@ -127,6 +127,8 @@ def scan_capture(reader: CaptureReader, data: CaptureData | None = None,
         ks = kernel_symbols() if kernel_symbols is not None else None
         for path, sel in _kernel_split(ks, k_addr):
             add(KIND_KERNEL, path, kbid if path == KERNEL_DSO else None, k_owner[sel], k_addr[sel])
+    elif reader.metadata("kernel"):  # recorded with the kernel's metadata, no kernel address sampled
+        uses.setdefault((KIND_KERNEL, KERNEL_DSO, kbid), DsoUse(KIND_KERNEL, KERNEL_DSO, kbid))
     _count_samples(uses, hits)
     order = sorted(uses.values(), key=lambda u: (-u.samples, u.kind, u.path))
     return CaptureDsos(order, len(s), kbid, list(data.warnings))
