@@ -171,10 +171,22 @@ class Stopper:
         self.read_fd = self.write_fd = -1
         self._saved: dict[int, Any] = {}
 
+    _pending = False  # a signal came before the command was attached
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.signal = signum
-        if self.child is not None and not _terminal_sent_it(signum):
+        if self.child is None:
+            self._pending = True
+        elif not _terminal_sent_it(signum):
             self.child.kill(signum)
+
+    def attach(self, child: Child) -> None:
+        """From now on a signal is passed on to ``child``; one that came before is passed now."""
+        self.child = child
+        if self._pending and self.signal is not None:
+            self._pending = False
+            if not _terminal_sent_it(self.signal):
+                child.kill(self.signal)
 
     @staticmethod
     def _on_child(signum: int, frame: FrameType | None) -> None:
@@ -405,38 +417,26 @@ class Recorder:
             layout, _ = self._layout()
             self.session.compact = partial(compact_stacks, layout=layout)
             version = VERSION_ZSTD
-        writer = CaptureWriter.create(self.opts.output, self._header(), version, keep_old=True)
         error: ProfilerError | None = None
         started = time.monotonic()
-        stopper = Stopper(self.child)
-        try:
-            kallsyms_text, modules_text = self._write_host_facts(writer)
-            tracepoints = [s.name for s in specs if s.type == PERF_TYPE_TRACEPOINT]
-            if tracepoints:
-                writer.write_meta("tracepoint_formats", metadata.tracepoint_formats(tracepoints))
-            self._print_notices()
-            with _installed(stopper):
-                self.session.register_wakeup(stopper.read_fd)
-                if self.child is None or self.opts.system_wide:
-                    self.session.enable()  # whole CPUs count from now, the command or not
-                if self.child is not None:
-                    self._released = True
-                    self.child.release()
-                self._synthesize(writer, kallsyms_text, modules_text)
-                try:
-                    self._loop(writer, stopper)
-                finally:
-                    self.session.disable()
-            self._finish(writer, started)
-        except DiskFullError as exc:
-            error = exc.with_traceback(None)  # its frames hold views of the ring buffers
-            self.session.disable()
-            writer.abort()
-            if not self._released:
-                raise error from None  # the command never ran: run() lets it exit unstarted
-        except BaseException:
-            writer.abort()
-            raise
+        # The handlers are in place before the capture file exists, as perf installs its own
+        # before it creates perf.data: a SIGINT while the host facts are read (kallsyms takes
+        # a while on a busy machine) ends the recording like one during the loop.
+        stopper = Stopper(None)
+        with _installed(stopper):
+            writer = CaptureWriter.create(self.opts.output, self._header(), version, keep_old=True)
+            try:
+                self._setup_and_loop(writer, stopper, specs)
+                self._finish(writer, started)
+            except DiskFullError as exc:
+                error = exc.with_traceback(None)  # its frames hold views of the ring buffers
+                self.session.disable()
+                writer.abort()
+                if not self._released:
+                    raise error from None  # the command never ran: run() lets it exit unstarted
+            except BaseException:
+                writer.abort()
+                raise
         result = RecordResult(
             exit_code=0,
             path=self.opts.output,
@@ -455,6 +455,32 @@ class Recorder:
             error.exit_code = result.exit_code
             raise error
         return result
+
+    def _setup_and_loop(self, writer: CaptureWriter, stopper: Stopper, specs: list[EventSpec]) -> None:
+        """Host facts, then (unless a signal already asked to stop) enable, release the
+        command, synthesize the existing state and drain until the end. A command stopped
+        before its release never runs: it exits unstarted, the capture is still whole."""
+        kallsyms_text, modules_text = self._write_host_facts(writer)
+        tracepoints = [s.name for s in specs if s.type == PERF_TYPE_TRACEPOINT]
+        if tracepoints:
+            writer.write_meta("tracepoint_formats", metadata.tracepoint_formats(tracepoints))
+        self._print_notices()
+        self.session.register_wakeup(stopper.read_fd)
+        if stopper.signal is not None:
+            if self.child is not None:
+                self.child.abandon()
+            return
+        if self.child is None or self.opts.system_wide:
+            self.session.enable()  # whole CPUs count from now, the command or not
+        if self.child is not None:
+            self._released = True
+            self.child.release()
+            stopper.attach(self.child)
+        self._synthesize(writer, kallsyms_text, modules_text)
+        try:
+            self._loop(writer, stopper)
+        finally:
+            self.session.disable()
 
     def _print_notices(self) -> None:
         if not self.opts.quiet:

@@ -106,9 +106,13 @@ def test_cpus_with_a_command_record_every_task_while_it_runs(
 # --- signals ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where", [("-a",), ("--", "sigcatch")])
-def test_sigint_ends_the_recorder_like_perf(where: tuple[str, ...], workloads: Path, tmp_path: Path,
-                                            profiler_cmd: list[str]) -> None:
+@pytest.mark.parametrize(("where", "settle"), [(("-a",), 0.5), (("-a",), 0.0), (("--", "sigcatch"), 0.0)],
+                         ids=["system-wide", "system-wide-during-setup", "command"])
+def test_sigint_ends_the_recorder_like_perf(where: tuple[str, ...], settle: float, workloads: Path,
+                                            tmp_path: Path, profiler_cmd: list[str]) -> None:
+    """SIGINT ends both recorders by SIGINT with a whole capture, whenever it comes once the
+    output file exists: while recording, or at once (while the recorder still reads the host
+    facts: the handlers are in place before the file is created, as perf's are)."""
     args = [str(workloads / a) if a == "sigcatch" else a for a in where]
     codes = []
     for tool, out in ((profiler_cmd + ["record"], tmp_path / "s.prof"), ([perf_bin(), "record", "-q"], tmp_path / "s.data")):
@@ -118,9 +122,9 @@ def test_sigint_ends_the_recorder_like_perf(where: tuple[str, ...], workloads: P
         if "--" in where:
             assert proc.stdout.readline() == "ready\n"
         else:
-            while not out.exists() or out.stat().st_size == 0:  # the recorder has set up
-                time.sleep(0.1)
-            time.sleep(0.5)
+            while not out.exists() or out.stat().st_size == 0:  # the recorder has created it
+                time.sleep(0.005)
+            time.sleep(settle)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
         assert "Traceback" not in stderr
