@@ -17,7 +17,7 @@ from profiler.errors import ReportError
 @profile_options
 @click.option("--srcline", is_flag=True, help="After each frame, its source file:line (DWARF), as perf script -F +srcline.")
 @click.option("-F", "--fields", metavar="FIELDS",
-              help="perf script's field selection: comm,tid,pid,time,cpu,event,ip,sym,symoff,dso,period,trace "
+              help="perf script's field selection: comm,tid,pid,time,cpu,event,ip,sym,symoff,dso,srcline,period,trace "
                    "(or +FIELD / -FIELD to change the defaults).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sample, tracepoint fields included.")
 def command(srcline: bool, fields: str | None, as_json: bool, **kwargs: Any) -> None:
@@ -26,7 +26,7 @@ def command(srcline: bool, fields: str | None, as_json: bool, **kwargs: Any) -> 
     from profiler.report.load import load_profile, open_capture, progress_printer
 
     opts = replace(load_options(kwargs), payloads=True)
-    if srcline:
+    if srcline or (fields is not None and "srcline" in fields):
         opts = replace(opts, srclines=True)
     opened = open_capture(opts.input)
     names = [ev.name for ev in opened[1].events.events]
@@ -55,5 +55,7 @@ def _render(profiles: list[Any], fields: str | None, srcline: bool) -> None:
         chosen = parse_fields(fields, profile.trace_format is not None, profile.has_callchains)
         if chosen is not None and "trace" in chosen and profile.trace_format is None and fields is not None:
             warn(f"'trace' is only valid for tracepoint events, not {profile.event}: ignoring it.")
+        if chosen is not None and srcline and "srcline" not in chosen:
+            chosen = (*chosen, "srcline")
         streams.append(script_texts(profile, srcline=srcline) if chosen is None else field_texts(profile, chosen))
     render_merged(sys.stdout, streams)

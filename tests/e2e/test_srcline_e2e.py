@@ -169,3 +169,45 @@ def test_callers_show_the_line_of_their_call(fixtures_dir: Path, tmp_path: Path,
                          capture_output=True, text=True, check=True).stdout.splitlines()
     expected = [o.split(" ")[0].rsplit("/", 1)[-1] for o in out]  # "file:line (discriminator N)"
     assert [callers[a] for a in sorted(callers)] == expected
+
+
+def _leaf_srclines(text: str, binary: Path) -> dict[int, str]:
+    """Sampled address -> its srcline line, for blocks whose leaf is in ``binary``, from
+    ``script -F ip,sym,dso,srcline`` text (perf's or ours)."""
+    leaves: dict[int, str] = {}
+    for block in text.split("\n\n"):
+        m = re.match(r"\s*\n?\t\s*([0-9a-f]+) \S+ \((\S+)\)\n  (\S+)\n", block.lstrip("\n") + "\n")
+        if m and m.group(2) == str(binary):
+            leaves.setdefault(int(m.group(1), 16), m.group(3))
+    return leaves
+
+
+def test_script_srcline_field_agrees_with_perf(binary: Path, ours: Path, tmp_path: Path) -> None:
+    """``-F ip,sym,dso,srcline`` in perf's layout: every sampled address of the fixture
+    that both recordings hit shows the same ``inline.c:N`` line as ``perf script``; kernel
+    frames show perf's ``[kernel.kallsyms][address]`` fallback."""
+    data = perf_capture(binary, tmp_path)
+    theirs_text = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym,dso,srcline", "--comm", "inline"],
+                                 capture_output=True, text=True, check=True).stdout
+    mine_text = profiler("script", "-i", ours, "-F", "ip,sym,dso,srcline", "--comm", "inline", "--no-inline")
+    theirs, mine = _leaf_srclines(theirs_text, binary), _leaf_srclines(mine_text, binary)
+    both = sorted(set(theirs) & set(mine))
+    assert len(both) >= 3, (sorted(theirs), sorted(mine))
+    assert {a: mine[a] for a in both} == {a: theirs[a] for a in both}
+    assert all(v.startswith("inline.c:") for v in mine.values())
+    for m in re.finditer(r"^\t\s*([0-9a-f]{16}) \S+ \(\[kernel\.kallsyms\]\)\n  (.*)$", mine_text, re.M):
+        assert m.group(2) == f"[kernel.kallsyms][{m.group(1).lstrip('0')}]"
+
+
+def test_script_srcline_field_without_call_chains(binary: Path, ours: Path, tmp_path: Path) -> None:
+    """Without call chains the sampled address's line follows the sample's line, as perf
+    prints it; ``--json`` carries each frame's srcline."""
+    flat = tmp_path / "flat.prof"
+    done = subprocess.run([sys.executable, "-m", "profiler", "record", "-q", "-o", str(flat), "--", str(binary), "0.3"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = profiler("script", "-i", flat, "-F", "comm,ip,sym,srcline", "--comm", "inline")
+    assert re.search(r"^\s+inline\s+[0-9a-f]+ drive\n  inline\.c:\d+$", text, re.M), text[:2000]
+    lines = [json.loads(x) for x in profiler("script", "-i", ours, "--json", "--comm", "inline").splitlines()]
+    leaves = [s["callchain"][0] for s in lines if s["callchain"] and s["callchain"][0]["dso"] == str(binary)]
+    assert leaves and all(re.fullmatch(r"inline\.c:\d+", f["srcline"]) for f in leaves)

@@ -36,9 +36,22 @@ def frame_line(profile: Profile, k: int, srcline: bool = False) -> str:
         text = f"\t{addr:16x} {fr.name(profile.demangle)} ({fr.dso_path})\n"
     else:
         text = f"\t{addr:16x} {fr.name(profile.demangle)}+0x{int(t.offsets[k]):x} ({fr.dso_path})\n"
-    if srcline and t.srclines is not None and t.srclines[k] >= 0:
-        text += f"  {profile.srclines[int(t.srclines[k])]}\n"
+    if srcline:
+        text += srcline_text(profile, k)
     return text
+
+
+def srcline_text(profile: Profile, k: int) -> str:
+    """perf script's srcline line of stack entry ``k``: ``  file.c:12`` from DWARF; for a
+    kernel frame without one, perf's fallback ``  [kernel.kallsyms][ffffffff81000c82]``;
+    nothing for other code without lines (perf prints none for those either)."""
+    t = profile.stack_table
+    if t.srclines is not None and t.srclines[k] >= 0:
+        return f"  {profile.srclines[int(t.srclines[k])]}\n"
+    fr = profile.frames[int(t.frames[k])]
+    if fr.kind == "kernel":
+        return f"  {fr.dso}[{int(t.addrs[k]):x}]\n"
+    return ""
 
 
 def stack_block(profile: Profile, stack: int, srcline: bool = False) -> str:
@@ -83,7 +96,7 @@ def render_merged(out: TextIO, streams: list[Iterator[SampleText]]) -> None:
 # --- -F field selection, tracepoint payloads ---------------------------------------------------
 
 FIELDS: tuple[str, ...] = ("comm", "tid", "pid", "time", "cpu", "event", "ip", "sym", "symoff",
-                           "dso", "period", "trace")
+                           "dso", "srcline", "period", "trace")
 DEFAULT_FIELDS: tuple[str, ...] = ("comm", "pid", "tid", "cpu", "time", "period", "event", "ip", "sym",
                                    "symoff", "dso")
 TRACEPOINT_FIELDS: tuple[str, ...] = ("comm", "tid", "cpu", "time", "event", "trace", "ip", "sym",
@@ -165,14 +178,19 @@ def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleTex
             block = blocks.get(st)
             if block is None:
                 block = blocks[st] = "".join(
-                    _field_frame(profile, k, f) for k in range(int(profile.stack_start[st]),
-                                                                int(profile.stack_start[st + 1])))
+                    _field_frame(profile, k, f) + (srcline_text(profile, k) if "srcline" in f else "")
+                    for k in range(int(profile.stack_start[st]), int(profile.stack_start[st + 1])))
             text = "".join(parts) + "\n" + block + "\n"
         elif f & {"ip", "sym", "dso"} and profile.stack_start[st + 1] > profile.stack_start[st]:
             single = singles.get(st)
             if single is None:
-                single = singles[st] = _field_frame(profile, _sampled_entry(profile, st), f, raw_ip=True)[1:]
+                single = _field_frame(profile, _sampled_entry(profile, st), f, raw_ip=True)[1:]
+                if "srcline" in f:  # the sampled address's innermost line, as addr2line gives it
+                    single += srcline_text(profile, int(profile.stack_start[st]))
+                singles[st] = single
             text = "".join(parts) + " " + single
+        elif "srcline" in f and profile.stack_start[st + 1] > profile.stack_start[st]:
+            text = "".join(parts) + "\n" + srcline_text(profile, int(profile.stack_start[st]))
         else:
             text = "".join(parts) + "\n"
         yield times[i], seqs[i], text
@@ -216,8 +234,10 @@ def render_json_lines(out: TextIO, profile: Profile) -> None:
         frames = []
         for k in range(int(profile.stack_start[st]), int(profile.stack_start[st + 1])):
             fr = profile.frames[int(t.frames[k])]
+            line = int(t.srclines[k]) if t.srclines is not None else -1
             frames.append({"addr": int(t.shown[k]), "symbol": None if fr.symbol is None else fr.name(profile.demangle),
-                           "offset": int(t.offsets[k]), "dso": fr.dso_path})
+                           "offset": int(t.offsets[k]), "dso": fr.dso_path,
+                           "srcline": profile.srclines[line] if line >= 0 else None})
         obj = {"comm": profile.comm_names[int(profile.comm[i])], "pid": int(s.pid[i]), "tid": int(s.tid[i]),
                "cpu": int(s.cpu[i]), "time_ns": int(s.time[i]), "period": int(s.period[i]),
                "event": profile.event, "callchain": frames}
