@@ -33,7 +33,7 @@ def command(output: str, weight: str, min_width: float, group_by: str, title: st
 
     opts = flamegraph.FlameGraphOptions(weight=cast(Weight, weight), min_width=min_width,
                                         group_by=cast(flamegraph.GroupBy, group_by), title=title)
-    profile = load_stacks(load_options(kwargs), warn)
+    profile = load_stacks(load_options(kwargs), warn, locations=True)  # source lines for the tooltips
     with open_output(output) as stream:
         flamegraph.write(profile, stream, opts)
     if output != "-":

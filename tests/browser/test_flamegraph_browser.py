@@ -336,3 +336,50 @@ def test_search_matches_dsos_and_ignores_case_unless_asked(viewer: Viewer) -> No
     viewer.page.check("#fg-regex")
     search.fill("^LIBC")
     assert {f["name"] for f in viewer.drawn() if f["matched"]} == {"__libc_start_main", "memcpy", "write"}
+
+
+def _addr2line_lines(binary: Path, addrs: list[int]) -> dict[str, set[str]]:
+    """function -> the ``file:line`` texts ``addr2line -f -i`` gives it at ``addrs``."""
+    import subprocess
+
+    out = subprocess.run(["addr2line", "-f", "-i", "-e", str(binary), *map(hex, addrs)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    found: dict[str, set[str]] = {}
+    for name, where in zip(out[::2], out[1::2]):
+        found.setdefault(name, set()).add(where.split(" ")[0].rsplit("/", 1)[-1])
+    return found
+
+
+def test_hover_shows_source_lines_of_a_real_recording(chromium: Any, fixtures_dir: Path, tmp_path: Path,
+                                                       require_perf: None) -> None:
+    """fixtures/workloads/inline recorded, drawn and hovered in Chromium: the tooltip of the
+    inlined ``mix`` and of ``drive`` names their hottest source lines with shares, and every
+    line shown is one binutils' addr2line -i gives that function at a sampled address (for
+    ``drive``, the line of the inlined call)."""
+    import re
+    import subprocess
+    import sys
+
+    binary = fixtures_dir / "workloads" / "inline"
+    capture, page = tmp_path / "inline.prof", tmp_path / "inline.html"
+    run = [sys.executable, "-m", "profiler"]
+    subprocess.run([*run, "record", "-q", "-g", "-o", str(capture), "--", str(binary), "0.5"], check=True, timeout=120)
+    subprocess.run([*run, "flamegraph", "-i", str(capture), "-o", str(page), "--comm", "inline"],
+                   check=True, timeout=120, capture_output=True)
+    script = subprocess.run([*run, "script", "-i", str(capture), "--comm", "inline", "--no-inline", "-F", "ip,dso"],
+                            check=True, timeout=120, capture_output=True, text=True).stdout
+    sampled = sorted({int(a, 16) for a, dso in re.findall(r"^\t\s*([0-9a-f]+) \((\S+)\)$", script, re.M)
+                      if dso == str(binary)})
+    # a caller's line is its call's (return address minus one): both are references
+    reference = _addr2line_lines(binary, sorted({x for a in sampled for x in (a, a - 1)}))
+    for viewer in open_offline(chromium, page):
+        for name, function in (("mix (inlined)", "mix"), ("drive", "drive")):
+            viewer.page.mouse.move(*viewer.centre(viewer.frame(name)))
+            tip = viewer.text("#fg-tooltip")
+            m = re.search(r"^source: (.+)$", tip, re.M)
+            assert m, tip
+            shown = re.findall(r"(\S+:\d+) \(([\d.]+)%\)", m.group(1))
+            assert shown and all(line in reference[function] for line, _ in shown), (shown, reference[function])
+            shares = [float(p) for _, p in shown]
+            assert shares == sorted(shares, reverse=True) and sum(shares) <= 100.01
+        assert_quiet(viewer)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal, TextIO
@@ -28,6 +28,7 @@ from profiler.errors import UsageError
 from profiler.report.model import (
     Frame,
     ProfileMeta,
+    SourceLine,
     StackProfile,
     StackSample,
     Weight,
@@ -42,6 +43,9 @@ DEFAULT_MIN_WIDTH = 0.0
 #: Trees larger than this are pruned to it (the narrowest nodes first), and the page says so:
 #: it bounds the file size (about 16 bytes a node) whatever the capture.
 MAX_NODES = 1_000_000
+
+#: Source lines kept per node (the heaviest), shown in the tooltip with their shares.
+MAX_LINES = 3
 
 #: Kinds of the synthetic frames above the stacks.
 ROOT_KIND = "root"
@@ -87,6 +91,7 @@ class FlameTree:
     node_samples: tuple[int, ...]
     min_width: float
     pruned: int  # nodes dropped by min_width (subtrees included)
+    node_lines: tuple[tuple[tuple[str, int], ...], ...] = ()  # per node: (file:line, weight), heaviest first
 
     @property
     def total(self) -> int:
@@ -137,6 +142,7 @@ class _Trie:
         self.children: list[list[int]] = [[]]
         self.value: list[int] = [0]
         self.samples: list[int] = [0]
+        self.lines: dict[int, dict[str, int]] = {}  # node -> {"file.c:12": weight}
 
     def frame_id(self, frame: Frame) -> int:
         # Reporters share Frame objects between stacks: look the object up by identity first
@@ -152,12 +158,15 @@ class _Trie:
         self.by_identity[id(frame)] = (frame, fid)
         return fid
 
-    def add(self, path: Iterable[Frame], weight: int, samples: int) -> None:
+    def add(self, path: Iterable[Frame], weight: int, samples: int,
+            lines: Sequence[str | None] | None = None) -> None:
+        """Add one stack; ``lines``, when given, is each frame's source line (or None), in
+        the order of ``path``."""
         node = 0
         value, count, child_of, by_identity = self.value, self.samples, self.child_of, self.by_identity
         value[0] += weight
         count[0] += samples
-        for frame in path:
+        for k, frame in enumerate(path):
             seen = by_identity.get(id(frame))
             fid = seen[1] if seen is not None and seen[0] is frame else self.frame_id(frame)
             key = (fid << 32) | node
@@ -172,6 +181,9 @@ class _Trie:
             value[child] += weight
             count[child] += samples
             node = child
+            if lines is not None and lines[k] is not None:
+                at = self.lines.setdefault(child, {})
+                at[lines[k]] = at.get(lines[k], 0) + weight  # type: ignore[index]
 
 
 def group_frame(stack: StackSample, group_by: GroupBy) -> Frame | None:
@@ -183,6 +195,26 @@ def group_frame(stack: StackSample, group_by: GroupBy) -> Frame | None:
     return Frame(name=label[group_by], dso="", kind=PROCESS_KIND)
 
 
+def frame_lines(stack: StackSample) -> tuple[str | None, ...] | None:
+    """Each frame's source line (``file.c:12``, or None without one), in the order of
+    ``stack.frames``; None when the stack carries no locations. A caller's line is the line
+    of its call, the leaf's the sampled line, an inlined function's the line inside it."""
+    if not stack.locations:
+        return None
+    out: list[str | None] = []
+    for loc in stack.locations:
+        for line in reversed(loc.lines):  # frames: the containing function first
+            out.append(source_text(line))
+    return tuple(out) if len(out) == len(stack.frames) else None
+
+
+def source_text(line: SourceLine) -> str | None:
+    """``file.c:12`` (or the file alone) of a source line; None without one."""
+    if line.file is None:
+        return None
+    return line.file if line.line is None else f"{line.file}:{line.line}"
+
+
 def _build_trie(stacks: Iterable[StackSample], options: FlameGraphOptions) -> _Trie:
     trie = _Trie()
     for stack in stacks:
@@ -191,7 +223,10 @@ def _build_trie(stacks: Iterable[StackSample], options: FlameGraphOptions) -> _T
             continue
         top = group_frame(stack, options.group_by)
         path = stack.frames if top is None else (top, *stack.frames)
-        trie.add(path, weight, stack.samples)
+        lines = frame_lines(stack)
+        if lines is not None and top is not None:
+            lines = (None, *lines)
+        trie.add(path, weight, stack.samples, lines)
     return trie
 
 
@@ -208,6 +243,7 @@ def _flatten(trie: _Trie, options: FlameGraphOptions) -> FlameTree:
     node_depth: list[int] = []
     node_value: list[int] = []
     node_samples: list[int] = []
+    node_lines: list[tuple[tuple[str, int], ...]] = []
     pruned = 0
     todo: list[tuple[int, int]] = [(0, 0)]
     while todo:
@@ -220,6 +256,7 @@ def _flatten(trie: _Trie, options: FlameGraphOptions) -> FlameTree:
         node_depth.append(depth)
         node_value.append(trie.value[node])
         node_samples.append(trie.samples[node])
+        node_lines.append(_heaviest_lines(trie.lines.get(node)))
         kept: list[int] = []
         for child in trie.children[node]:
             if trie.value[child] >= threshold and trie.value[child] > 0:
@@ -237,7 +274,16 @@ def _flatten(trie: _Trie, options: FlameGraphOptions) -> FlameTree:
         node_samples=tuple(node_samples),
         min_width=max(options.min_width, threshold / trie.value[0] if trie.value[0] else 0.0),
         pruned=pruned,
+        node_lines=tuple(node_lines),
     )
+
+
+def _heaviest_lines(lines: dict[str, int] | None) -> tuple[tuple[str, int], ...]:
+    """A node's source lines by weight, heaviest first (ties by text), at most MAX_LINES."""
+    if not lines:
+        return ()
+    ranked = sorted(lines.items(), key=lambda kv: (-kv[1], kv[0]))
+    return tuple(ranked[:MAX_LINES])
 
 
 def _cap_threshold(trie: _Trie) -> float:
@@ -324,6 +370,11 @@ def tree_payload(tree: FlameTree, meta: ProfileMeta, title: str) -> dict[str, ob
     }
     if tree.weight != "samples":
         payload["s"] = list(tree.node_samples)
+    if any(tree.node_lines):
+        # per node with source lines: [node, line string, its weight, line string, weight, ...]
+        payload["l"] = [[i, *(x for text, w in lines for x in (intern(text), w))]
+                        for i, lines in enumerate(tree.node_lines) if lines]
+        payload["strings"] = list(strings)
     return payload
 
 

@@ -1,6 +1,7 @@
 // Interactive flame graph drawn on a canvas from the JSON in #fg-data.
 // Data: strings[], frames[] (flat name/dso/kind triples), kinds[], and per node in preorder
-// f (frame), d (depth), v (weight incl. descendants), optional s (samples when v is period).
+// f (frame), d (depth), v (weight incl. descendants), optional s (samples when v is period),
+// optional l: per node with source lines [node, line string, weight, line string, weight, ...].
 (function () {
   'use strict';
 
@@ -13,6 +14,8 @@
   var meta = data.meta, strings = data.strings, kinds = data.kinds, frames = data.frames;
   var F = data.f, D = data.d, V = data.v, S = data.s || data.v;
   var N = F.length;
+  var sourceLines = {};  // node -> [string index, weight, ...], heaviest first
+  (data.l || []).forEach(function (row) { sourceLines[row[0]] = row.slice(1); });
 
   // Layout in weight units: start[i] is the node's left edge; the subtree of i is i..end[i]-1.
   var parent = new Int32Array(N), start = new Float64Array(N), end = new Int32Array(N);
@@ -189,6 +192,12 @@
     }
     if (state.zoom !== 0) text += ', ' + percent(V[i], V[state.zoom]) + ' of zoomed frame';
     lines.push(text);
+    var src = sourceLines[i];
+    if (src) {
+      var where = [];
+      for (var k = 0; k < src.length; k += 2) where.push(strings[src[k]] + ' (' + percent(src[k + 1], V[i]) + ')');
+      lines.push('source: ' + where.join(', '));
+    }
     return lines;
   }
 
