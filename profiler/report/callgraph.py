@@ -24,12 +24,15 @@ from profiler.report.load import Profile
 
 @dataclass
 class CallNode:
-    """A tree node: consecutive ``frames`` (ids) that share one ``weight`` (period)."""
+    """A tree node: consecutive ``frames`` (ids) that share one ``weight`` (period);
+    ``lines[k]`` is frame k's source lines (id in ``Profile.srclines`` -> period), empty
+    without line information."""
 
     frames: list[int]
     weight: int
     samples: int = 0
     children: list[CallNode] = field(default_factory=list)
+    lines: list[dict[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -37,36 +40,46 @@ class _Trie:
     weight: int = 0
     samples: int = 0
     kids: dict[int, _Trie] = field(default_factory=dict)
+    lines: dict[int, int] = field(default_factory=dict)
 
 
-def row_paths(profile: Profile, flat: FlatProfile, row: int, order: str) -> list[tuple[list[int], int]]:
-    """The (frame-id path, period) pairs merged into ``row``'s tree."""
+#: A path merged into a tree: frame ids, their source line ids (-1 without one) or None, period.
+Path = tuple[list[int], "list[int] | None", int]
+
+
+def row_paths(profile: Profile, flat: FlatProfile, row: int, order: str) -> list[Path]:
+    """The (frame-id path, line-id path, period) triples merged into ``row``'s tree."""
     stacks, weights = flat.stacks_of(row)
     key = int(flat.row_fkey[row]) if len(flat.row_fkey) else -1
     by_sym = "sym" in flat.sort
-    out: list[tuple[list[int], int]] = []
+    srclines = profile.stack_table.srclines
+    out: list[Path] = []
     for st, w in zip(stacks.tolist(), weights.tolist()):
         frames = profile.stack_frame_ids(st).tolist()
+        lines = (srclines[profile.stack_start[st]:profile.stack_start[st + 1]].tolist()
+                 if srclines is not None else None)
         i = frames.index(key) if by_sym and flat.children and key in frames else 0
         if order == "callee":
-            path = frames[i:]
+            cut = slice(i, None)
         elif i == 0:
-            path = frames[::-1]
+            cut = slice(None, None, -1)
         else:
-            path = frames[:i + 1][::-1]
-        out.append((path, int(w)))
+            cut = slice(i, None, -1)
+        out.append((frames[cut], lines[cut] if lines is not None else None, int(w)))
     return out
 
 
-def build_tree(paths: list[tuple[list[int], int]], min_weight: float) -> list[CallNode]:
+def build_tree(paths: list[Path], min_weight: float) -> list[CallNode]:
     """Merge paths into a tree, drop light nodes and compress single-weight chains."""
     root = _Trie()
-    for path, w in paths:
+    for path, lines, w in paths:
         node = root
         node.weight += w
-        for f in path:
+        for k, f in enumerate(path):
             node = node.kids.setdefault(f, _Trie())
             node.weight += w
+            if lines is not None and lines[k] >= 0:
+                node.lines[lines[k]] = node.lines.get(lines[k], 0) + w
     return _compress(root, min_weight)
 
 
@@ -75,13 +88,14 @@ def _compress(trie: _Trie, min_weight: float) -> list[CallNode]:
     for fid, kid in trie.kids.items():
         if kid.weight < min_weight or kid.weight == 0:
             continue
-        node = CallNode([fid], kid.weight)
+        node = CallNode([fid], kid.weight, lines=[kid.lines])
         cur = kid
         while len(cur.kids) == 1:
             (nf, nxt), = cur.kids.items()
             if nxt.weight != cur.weight or nxt.weight < min_weight:
                 break
             node.frames.append(nf)
+            node.lines.append(nxt.lines)
             cur = nxt
         node.children = _compress(cur, min_weight)
         out.append(node)

@@ -99,7 +99,7 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
         return label(fid), fr.dso
 
     if opts.format == "json":
-        render_json(out, flat, tree_of if graph else None, frame)
+        render_json(out, flat, tree_of if graph else None, frame, profile.srclines)
     elif opts.format == "csv":
         render_csv(out, flat)
     else:

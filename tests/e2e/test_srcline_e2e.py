@@ -211,3 +211,46 @@ def test_script_srcline_field_without_call_chains(binary: Path, ours: Path, tmp_
     lines = [json.loads(x) for x in profiler("script", "-i", ours, "--json", "--comm", "inline").splitlines()]
     leaves = [s["callchain"][0] for s in lines if s["callchain"] and s["callchain"][0]["dso"] == str(binary)]
     assert leaves and all(re.fullmatch(r"inline\.c:\d+", f["srcline"]) for f in leaves)
+
+
+def _sampled_addresses(capture: Path, binary: Path) -> list[int]:
+    text = profiler("script", "-i", capture, "--comm", "inline", "--no-inline", "-F", "ip,dso")
+    return sorted({int(a, 16) for a, dso in re.findall(r"^\t\s*([0-9a-f]+) \((\S+)\)$", text, re.M)
+                   if dso == str(binary)})
+
+
+def addr2line_lines(binary: Path, addrs: list[int]) -> dict[str, set[str]]:
+    """function -> the ``file:line`` texts ``addr2line -f -i`` gives it at ``addrs``."""
+    out = subprocess.run(["addr2line", "-f", "-i", "-e", str(binary), *map(hex, addrs)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    found: dict[str, set[str]] = {}
+    for name, where in zip(out[::2], out[1::2]):
+        found.setdefault(name, set()).add(where.split(" ")[0].rsplit("/", 1)[-1])
+    return found
+
+
+def test_json_call_graph_nodes_carry_their_lines(binary: Path, ours: Path) -> None:
+    """``--format json -g caller``: every node says which source lines its period went
+    through; the lines of ``drive`` and of the functions inlined into it are lines
+    addr2line -i gives them at the sampled addresses (or at a caller's call), and a node's
+    lines add up to its period."""
+    sampled = _sampled_addresses(ours, binary)
+    reference = addr2line_lines(binary, sorted({x for a in sampled for x in (a, a - 1)}))
+    doc = json.loads(profiler("report", "-i", ours, "--format", "json", "--no-children", "-g", "caller",
+                              "--comm", "inline", "--sort", "sym"))
+    checked: set[str] = set()
+
+    def walk(nodes: list[dict[str, object]]) -> None:
+        for node in nodes:
+            name = str(node["symbol"]).removesuffix(" (inlined)")
+            lines = node["srclines"]
+            assert isinstance(lines, list)
+            if node["dso"] == binary.name and name in ("drive", "mix", "fold", "step"):
+                assert lines and sum(x["period"] for x in lines) == node["period"], node
+                assert {x["srcline"] for x in lines} <= reference[name], (name, lines, reference[name])
+                checked.add(name)
+            walk(node["children"])  # type: ignore[arg-type]
+
+    for row in doc["rows"]:
+        walk(row["callgraph"])
+    assert {"drive", "mix", "fold", "step"} <= checked

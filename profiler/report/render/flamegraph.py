@@ -181,9 +181,10 @@ class _Trie:
             value[child] += weight
             count[child] += samples
             node = child
-            if lines is not None and lines[k] is not None:
+            line = lines[k] if lines is not None else None
+            if line is not None:
                 at = self.lines.setdefault(child, {})
-                at[lines[k]] = at.get(lines[k], 0) + weight  # type: ignore[index]
+                at[line] = at.get(line, 0) + weight
 
 
 def group_frame(stack: StackSample, group_by: GroupBy) -> Frame | None:

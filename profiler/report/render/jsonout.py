@@ -12,13 +12,16 @@ Shape (stable; documented in docs/report.md)::
 
 Percentages are of ``total_period``, rounded to 4 decimals; ``samples``/``period`` are the
 row's self counts. A call-graph node is ``{"symbol": str, "dso": str, "percent": float,
-"period": int, "children": [node, ...]}`` (a compressed chain becomes nested single nodes).
+"period": int, "srclines": [{"srcline": "file.c:12", "period": int}, ...], "children": [node,
+...]}`` (a compressed chain becomes nested single nodes; ``srclines`` are the source lines the
+node's period went through, heaviest first: the sampled line of a leaf, the call's line of a
+caller; empty without DWARF lines).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from profiler.report.aggregate import FlatProfile, FlatRow
@@ -48,26 +51,31 @@ def row_dict(flat: FlatProfile, row: FlatRow) -> dict[str, Any]:
     return out
 
 
-def tree_json(nodes: list[CallNode], total: int, frame: FrameFields) -> list[dict[str, Any]]:
+def tree_json(nodes: list[CallNode], total: int, frame: FrameFields,
+              srclines: Sequence[str] = ()) -> list[dict[str, Any]]:
     out = []
     for node in nodes:
-        inner = tree_json(node.children, total, frame)
-        for fid in reversed(node.frames):
-            name, dso = frame(fid)
+        inner = tree_json(node.children, total, frame, srclines)
+        for k in range(len(node.frames) - 1, -1, -1):
+            name, dso = frame(node.frames[k])
+            lines = node.lines[k] if k < len(node.lines) else {}
             inner = [{"symbol": name, "dso": dso,
                       "percent": round(100.0 * node.weight / total, 4) if total else 0.0,
-                      "period": node.weight, "children": inner}]
+                      "period": node.weight,
+                      "srclines": [{"srcline": srclines[i], "period": w}
+                                   for i, w in sorted(lines.items(), key=lambda kv: (-kv[1], srclines[kv[0]]))],
+                      "children": inner}]
         out.extend(inner)
     return out
 
 
 def profile_dict(flat: FlatProfile, tree_of: TreeOf | None = None,
-                 frame: FrameFields | None = None) -> dict[str, Any]:
+                 frame: FrameFields | None = None, srclines: Sequence[str] = ()) -> dict[str, Any]:
     rows = []
     for i, row in enumerate(flat.rows):
         d = row_dict(flat, row)
         if tree_of is not None and frame is not None:
-            d["callgraph"] = tree_json(tree_of(i), flat.total_period, frame)
+            d["callgraph"] = tree_json(tree_of(i), flat.total_period, frame, srclines)
         rows.append(d)
     return {
         "event": flat.event,
@@ -82,6 +90,6 @@ def profile_dict(flat: FlatProfile, tree_of: TreeOf | None = None,
 
 
 def render_json(out: TextIO, flat: FlatProfile, tree_of: TreeOf | None = None,
-                frame: FrameFields | None = None) -> None:
-    json.dump(profile_dict(flat, tree_of, frame), out, indent=1, ensure_ascii=False)
+                frame: FrameFields | None = None, srclines: Sequence[str] = ()) -> None:
+    json.dump(profile_dict(flat, tree_of, frame, srclines), out, indent=1, ensure_ascii=False)
     out.write("\n")
