@@ -41,7 +41,7 @@ def command(format_: str, output: str, weight: str | None, with_pid: bool, with_
     from profiler.report.render import folded, speedscope
     from profiler.report.stacks import load_stacks
 
-    profile = load_stacks(load_options(kwargs), warn)
+    profile = load_stacks(load_options(kwargs), warn, locations=format_ == "speedscope")  # source files
     with open_output(output) as stream:
         if format_ == "folded":
             folded.write(profile, stream, folded.FoldedOptions(

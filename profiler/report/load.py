@@ -129,6 +129,7 @@ class Profile:
     byte_order: str = "little"
     unwind: UnwindStats | None = None  # set when the event's stacks were unwound from DWARF CFI
     build_ids: dict[str, str] = field(default_factory=dict)  # DSO path -> recorded build-id
+    _function_lines: dict[tuple[str, int], int | None] = field(default_factory=dict, repr=False)
 
     @property
     def total_samples(self) -> int:
@@ -253,7 +254,23 @@ class Profile:
         file, _, number = self.srclines[line_id].rpartition(":")
         if not file or not number.isdigit():
             return SourceLine(function, self.srclines[line_id])
-        return SourceLine(function, file, int(number))
+        return SourceLine(function, file, int(number), self.function_line(entry))
+
+    def function_line(self, entry: int) -> int | None:
+        """The line a stack entry's function starts at: DWARF's line of the symbol's first
+        instruction (None for inlined functions, code without lines, kernel and JIT code)."""
+        t = self.stack_table
+        f = self.frames[int(t.frames[entry])]
+        if f.inlined or f.symbol is None or f.kind != "user" or self.resolver is None:
+            return None
+        start = int(t.shown[entry]) - int(t.offsets[entry])
+        key = (f.dso_path, start)
+        if key not in self._function_lines:
+            dso_id = self.resolver.dso_id_of(f.dso_path)
+            table = self.resolver.line_table(dso_id) if dso_id is not None else None
+            chain = table.lookup(start) if table is not None else ()
+            self._function_lines[key] = chain[-1].line if chain and chain[-1].line > 0 else None
+        return self._function_lines[key]
 
 
 def open_capture(path: str, callchains: bool = True) -> tuple[CaptureReader, CaptureData]:

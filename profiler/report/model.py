@@ -72,11 +72,13 @@ class Mapping:
 
 @dataclass(frozen=True)
 class SourceLine:
-    """A function and, when debug information gave them, its source file and line."""
+    """A function and, when debug information gave them, its source file and line, and the
+    line the function starts at (the line of its first instruction; None for inlined code)."""
 
     function: str
     file: str | None = None
     line: int | None = None
+    function_line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,27 @@ class StackSample:
     def weight(self, by: Weight) -> int:
         """This stack's weight under ``by``."""
         return self.samples if by == "samples" else self.period
+
+    def frame_sources(self) -> tuple[SourceLine, ...] | None:
+        """Each frame's :class:`SourceLine`, in the order of ``frames`` (None without
+        ``locations``): a caller's is the line of its call, the leaf's the sampled line, an
+        inlined function's the line inside it."""
+        if not self.locations:
+            return None
+        out = tuple(line for loc in self.locations for line in reversed(loc.lines))
+        return out if len(out) == len(self.frames) else None
+
+    def frame_lines(self) -> tuple[str | None, ...] | None:
+        """Each frame's ``file.c:12`` (None without a line), in the order of ``frames``."""
+        sources = self.frame_sources()
+        return None if sources is None else tuple(source_text(line) for line in sources)
+
+
+def source_text(line: SourceLine) -> str | None:
+    """``file.c:12`` (or the file alone) of a source line; None without one."""
+    if line.file is None:
+        return None
+    return line.file if line.line is None else f"{line.file}:{line.line}"
 
 
 @dataclass(frozen=True)

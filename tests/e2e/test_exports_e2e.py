@@ -127,3 +127,89 @@ def test_inlined_functions_become_lines_and_inline_depths(require_perf: None, fi
         for i in range(fr["length"]):
             depth[strings[fn["name"][fr["func"][i]]]] = fr["inlineDepth"][i]
     assert depth["drive"] == 0 and depth["mix"] == 1 and depth["fold"] == 1 and depth["step"] == 2
+
+
+def _addr2line(binary: Path, addrs: list[int]) -> dict[str, set[str]]:
+    out = subprocess.run(["addr2line", "-f", "-i", "-e", str(binary), *map(hex, addrs)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    found: dict[str, set[str]] = {}
+    for name, where in zip(out[::2], out[1::2]):
+        found.setdefault(name, set()).add(where.split(" ")[0].rsplit("/", 1)[-1])
+    return found
+
+
+def test_exports_carry_source_lines(require_perf: None, fixtures_dir: Path, profiler_cmd: list[str],
+                                    tmp_path: Path) -> None:
+    """fixtures/workloads/inline: ``go tool pprof -top -lines`` counts the same samples per
+    source line as ``report --sort srcline``; pprof's Function.filename/start_line, the
+    Firefox funcTable's fileName/lineNumber and frameTable's line, and speedscope's frame
+    file/line name the fixture's source file and lines binutils' addr2line gives."""
+    import gzip
+
+    from profiler.report.render.proto import profile_pb2 as pb
+
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("go is not installed (make test installs Debian's golang-go)")
+    binary = fixtures_dir / "workloads" / "inline"
+    cap = tmp_path / "inline.prof"
+    res = subprocess.run([*profiler_cmd, "record", "-q", "-g", "-o", str(cap), "--", str(binary), "0.5"],
+                         capture_output=True, text=True, timeout=120, env=_env())
+    assert res.returncode == 0, res.stderr
+
+    def run(*args: str) -> bytes:
+        done = subprocess.run([*profiler_cmd, *args, "-i", str(cap), "--comm", "inline"],
+                              capture_output=True, timeout=120, env=_env())
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    # pprof, read by go tool pprof: flat samples per line = ours per srcline
+    (tmp_path / "p.pb.gz").write_bytes(run("export", "-f", "pprof", "-o", "-"))
+    top = subprocess.run([go, "tool", "pprof", "-top", "-lines", "-sample_index=samples", "-nodecount=1000000",
+                          "-nodefraction=0", "-edgefraction=0", "-symbolize=none", str(tmp_path / "p.pb.gz")],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "HOME": str(tmp_path)})
+    assert top.returncode == 0, top.stderr
+    theirs: Counter[str] = Counter()
+    for line in top.stdout.split("flat  flat%", 1)[1].splitlines()[1:]:
+        m = re.match(r"^\s*(\d+)\s+\S+\s+\S+\s+\d+\s+\S+\s+\S+ (inline\.c:\d+)(?: \(inline\))?\s*$", line)
+        if m:
+            theirs[m.group(2)] += int(m.group(1))
+    rows = json.loads(run("report", "--sort", "srcline", "--no-children", "-g", "none", "--format", "json"))["rows"]
+    ours = Counter({r["srcline"]: r["samples"] for r in rows if r["srcline"].startswith("inline.c:")})
+    assert sum(ours.values()) > 100 and +theirs == +ours
+    prof = pb.Profile()
+    prof.ParseFromString(gzip.decompress((tmp_path / "p.pb.gz").read_bytes()))
+    s = prof.string_table
+    funcs = {s[f.name]: f for f in prof.function}
+    assert {s[funcs[n].filename] for n in ("drive", "mix", "fold", "step")} == {"inline.c"}
+    # the line of drive's first instruction, as addr2line says
+    nm = subprocess.run(["nm", str(binary)], capture_output=True, text=True, check=True).stdout
+    drive = int(re.search(r"^([0-9a-f]+) [tT] drive$", nm, re.M).group(1), 16)  # type: ignore[union-attr]
+    start_line = int(_addr2line(binary, [drive])["drive"].pop().split(":")[1])
+    assert funcs["drive"].start_line == start_line
+
+    # Firefox: fileName per function, line per frame, within addr2line's lines of that function
+    text = run("script", "--no-inline", "-F", "ip,dso").decode()
+    sampled = sorted({int(a, 16) for a, d in re.findall(r"^\t\s*([0-9a-f]+) \((\S+)\)$", text, re.M) if d == str(binary)})
+    reference = _addr2line(binary, sorted({x for a in sampled for x in (a, a - 1)}))
+    ff = json.loads(run("export", "-f", "firefox", "-o", "-"))
+    strings = ff["shared"]["stringArray"]
+    seen = set()
+    for th in ff["threads"]:
+        fr, fn = th["frameTable"], th["funcTable"]
+        for i in range(fr["length"]):
+            name = strings[fn["name"][fr["func"][i]]]
+            if name in ("drive", "mix", "fold", "step"):
+                f = fr["func"][i]
+                assert strings[fn["fileName"][f]] == "inline.c"
+                assert f"inline.c:{fr['line'][i]}" in reference[name], (name, fr["line"][i], reference[name])
+                if name == "drive":
+                    assert fn["lineNumber"][f] == start_line
+                seen.add(name)
+    assert seen == {"drive", "mix", "fold", "step"}
+
+    # speedscope: the frame's file is the source file, drive's line its first line
+    doc = json.loads(run("export", "-f", "speedscope", "-o", "-"))
+    frames = {f["name"]: f for f in doc["shared"]["frames"]}
+    assert frames["drive"]["file"] == "inline.c" and frames["drive"]["line"] == start_line
+    assert frames["mix (inlined)"]["file"] == "inline.c" and "line" not in frames["mix (inlined)"]

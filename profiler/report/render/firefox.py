@@ -120,7 +120,7 @@ class _Thread:
         self.funcs: dict[int, int] = {}
         self.func_cols: dict[str, list[Any]] = {k: [] for k in (
             "name", "isJS", "relevantForJS", "resource", "fileName", "lineNumber", "columnNumber")}
-        self.frames: dict[tuple[int, int, int], int] = {}
+        self.frames: dict[tuple[int, int, int, int], int] = {}
         self.frame_cols: dict[str, list[Any]] = {k: [] for k in (
             "address", "inlineDepth", "category", "subcategory", "func", "nativeSymbol", "innerWindowID",
             "line", "column")}
@@ -171,26 +171,41 @@ class _Thread:
             self.symbols[key] = found
         return found
 
-    def frame(self, frame_id: int, address: int, offset: int, depth: int) -> int:
-        key = (frame_id, address, depth)
+    def frame(self, frame_id: int, address: int, offset: int, depth: int, srcline: int = -1,
+              entry: int = -1) -> int:
+        """The frame-table index of one stack entry (``entry``, its index in the profile's
+        stack table, gives the function's start line)."""
+        key = (frame_id, address, depth, srcline)
         found = self.frames.get(key)
         if found is None:
             f = self.profile.frames[frame_id]
             lib = self.libs.index(f.dso_path, f.kind)
             c = self.frame_cols
             found = len(c["func"])
+            file, line = self.source(srcline)
+            func = self.func(frame_id, lib)
+            if file is not None and self.func_cols["fileName"][func] is None:
+                self.func_cols["fileName"][func] = self.s(file)  # the file the function's code is in
+                self.func_cols["lineNumber"][func] = self.profile.function_line(entry) if entry >= 0 else None
             c["address"].append(address if lib is not None else -1)
             c["inlineDepth"].append(depth)
             c["category"].append(CATEGORY_OF_KIND.get(f.kind, 0))
             c["subcategory"].append(0)
-            c["func"].append(self.func(frame_id, lib))
+            c["func"].append(func)
             c["nativeSymbol"].append(self.symbol(frame_id, lib, address - offset)
                                      if lib is not None and f.resolved and not f.inlined else None)
             c["innerWindowID"].append(None)
-            c["line"].append(None)
+            c["line"].append(line)
             c["column"].append(None)
             self.frames[key] = found
         return found
+
+    def source(self, srcline: int) -> tuple[str | None, int | None]:
+        """(file, line) of a source line id of the profile, (None, None) without one."""
+        if srcline < 0:
+            return None, None
+        file, _, number = self.profile.srclines[srcline].rpartition(":")
+        return (file, int(number)) if file and number.isdigit() else (None, None)
 
     def stack(self, k: int) -> int:
         """The stack-table index of distinct stack ``k`` (root first in the prefix tree). An
@@ -205,7 +220,8 @@ class _Thread:
             inlined = self.profile.frames[fid].inlined
             depth = depth + 1 if inlined and addr == last_addr else 0
             last_addr = addr
-            fr = self.frame(fid, int(t.shown[j]), int(t.offsets[j]), depth)
+            fr = self.frame(fid, int(t.shown[j]), int(t.offsets[j]), depth,
+                            int(t.srclines[j]) if t.srclines is not None else -1, j)
             key = (-1 if prefix is None else prefix, fr)
             node = self.stacks.get(key)
             if node is None:

@@ -28,7 +28,6 @@ from profiler.errors import UsageError
 from profiler.report.model import (
     Frame,
     ProfileMeta,
-    SourceLine,
     StackProfile,
     StackSample,
     Weight,
@@ -196,26 +195,6 @@ def group_frame(stack: StackSample, group_by: GroupBy) -> Frame | None:
     return Frame(name=label[group_by], dso="", kind=PROCESS_KIND)
 
 
-def frame_lines(stack: StackSample) -> tuple[str | None, ...] | None:
-    """Each frame's source line (``file.c:12``, or None without one), in the order of
-    ``stack.frames``; None when the stack carries no locations. A caller's line is the line
-    of its call, the leaf's the sampled line, an inlined function's the line inside it."""
-    if not stack.locations:
-        return None
-    out: list[str | None] = []
-    for loc in stack.locations:
-        for line in reversed(loc.lines):  # frames: the containing function first
-            out.append(source_text(line))
-    return tuple(out) if len(out) == len(stack.frames) else None
-
-
-def source_text(line: SourceLine) -> str | None:
-    """``file.c:12`` (or the file alone) of a source line; None without one."""
-    if line.file is None:
-        return None
-    return line.file if line.line is None else f"{line.file}:{line.line}"
-
-
 def _build_trie(stacks: Iterable[StackSample], options: FlameGraphOptions) -> _Trie:
     trie = _Trie()
     for stack in stacks:
@@ -224,7 +203,7 @@ def _build_trie(stacks: Iterable[StackSample], options: FlameGraphOptions) -> _T
             continue
         top = group_frame(stack, options.group_by)
         path = stack.frames if top is None else (top, *stack.frames)
-        lines = frame_lines(stack)
+        lines = stack.frame_lines()
         if lines is not None and top is not None:
             lines = (None, *lines)
         trie.add(path, weight, stack.samples, lines)

@@ -73,6 +73,7 @@ class _Builder:
         self.data = data
         self.mappings: dict[str, Any] = {}
         self.functions: dict[tuple[str, str, str], int] = {}
+        self.sourced: list[bool] = []  # per function (id - 1): its filename is a source file
         self.locations: dict[tuple[int, int, tuple[tuple[int, int], ...]], int] = {}
         self.samples: dict[tuple[tuple[int, ...], int, int, str], list[int]] = {}
 
@@ -90,14 +91,24 @@ class _Builder:
         m.memory_limit = max(m.memory_limit, address + 1)
         return int(m.id)
 
-    def function(self, name: str, system_name: str, filename: str) -> int:
-        key = (name, system_name, filename)
+    def function(self, name: str, system_name: str, dso_path: str, source: str | None = None,
+                 start_line: int | None = None) -> int:
+        """The Function of a symbol of one DSO: ``filename`` its source file once a line
+        names it (the DSO's path before), ``start_line`` the line it starts at."""
+        key = (name, system_name, dso_path)
         fid = self.functions.get(key)
         if fid is None:
             fid = len(self.functions) + 1
             self.prof.function.add(id=fid, name=self.s(name), system_name=self.s(system_name),
-                                   filename=self.s(filename))
+                                   filename=self.s(dso_path))
             self.functions[key] = fid
+            self.sourced.append(False)
+        if source is not None and not self.sourced[fid - 1]:
+            self.sourced[fid - 1] = True
+            fn = self.prof.function[fid - 1]
+            fn.filename = self.s(source)
+            if start_line:
+                fn.start_line = start_line
         return fid
 
     def location(self, mapping_id: int, address: int, lines: tuple[tuple[int, int], ...]) -> int:
@@ -112,16 +123,18 @@ class _Builder:
             self.locations[key] = lid
         return lid
 
-    def line_of(self, profile: Profile, frame_id: int, srcline: int) -> tuple[int, int]:
-        """(function id, line number) of one stack entry."""
+    def line_of(self, profile: Profile, frame_id: int, srcline: int, entry: int) -> tuple[int, int]:
+        """(function id, line number) of one stack entry (``entry``: its index in the
+        profile's stack table)."""
         f = profile.frames[frame_id]
         label = function_name(f, profile.demangle)
-        filename, line = f.dso_path, 0
+        source, line = None, 0
         if 0 <= srcline < len(profile.srclines):
             where, _, number = profile.srclines[srcline].rpartition(":")
             if where and number.isdigit():
-                filename, line = where, int(number)
-        return self.function(label, f.symbol if f.symbol is not None else label, filename), line
+                source, line = where, int(number)
+        start = profile.function_line(entry) if source is not None else None
+        return self.function(label, f.symbol if f.symbol is not None else label, f.dso_path, source, start), line
 
     def stack_locations(self, profile: Profile) -> list[tuple[int, ...]]:
         """Location ids (leaf first) of every distinct stack of ``profile``: the entries of
@@ -140,7 +153,7 @@ class _Builder:
                 first = j
                 while j + 1 < end and inlined[frames[j]] and addrs[j + 1] == addrs[first]:
                     j += 1  # inlined frames, then the function at the same address
-                group = tuple(self.line_of(profile, frames[i], lines[i]) for i in range(first, j + 1))
+                group = tuple(self.line_of(profile, frames[i], lines[i], i) for i in range(first, j + 1))
                 f = profile.frames[frames[j]]
                 ids.append(self.location(self.mapping(f.dso_path, f.kind, shown[j]), shown[j], group))
                 j += 1

@@ -84,6 +84,23 @@ class _FrameTable:
             out.append(idx)
         return out
 
+    def add_sources(self, stacks: Iterable[StackSample]) -> None:
+        """Where DWARF gave a frame's source file, ``file`` is that file (instead of the
+        DSO) and ``line`` the line its function starts at (not for inlined functions)."""
+        done: set[int] = set()
+        for stack in stacks:
+            sources = stack.frame_sources()
+            if sources is None:
+                continue
+            for frame, source in zip(stack.frames, sources):
+                idx = self.index.get(_frame_key(frame))
+                if idx is None or idx in done or source.file is None:
+                    continue
+                done.add(idx)
+                self.entries[idx]["file"] = source.file
+                if source.function_line is not None:
+                    self.entries[idx]["line"] = source.function_line
+
 
 def _group_name(key: GroupKey, stacks: Sequence[StackSample], weight: Weight,
                 names: dict[int, str]) -> str:
@@ -166,6 +183,7 @@ def build_speedscope(
                 "weights": weights,
             }
         )
+    table.add_sources(stacks)
     heaviest = max(range(len(totals)), key=lambda i: (totals[i], -i), default=0)
     return {
         "$schema": SCHEMA_URL,
