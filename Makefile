@@ -9,7 +9,7 @@ PROFILER := $(VENV)/bin/profiler
 OUT    ?= out
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat clean
+.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-debuginfod clean
 
 venv: $(STAMP)
 
@@ -69,7 +69,7 @@ test: venv browser-deps debuginfod-deps go-deps
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export bench-stat
+bench: bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export bench-stat bench-debuginfod
 
 bench-decode: venv
 	$(PY) benchmarks/bench_decode.py
@@ -91,6 +91,9 @@ bench-names: venv
 
 bench-srcline: venv fixtures
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_srcline.py
+
+bench-debuginfod: venv fixtures debuginfod-deps
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_debuginfod.py --fixtures $(OUT)/fixtures
 
 bench-demangle: venv
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_demangle.py
