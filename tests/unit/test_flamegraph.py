@@ -241,3 +241,46 @@ def assert_golden(name: str, text: str) -> None:
 
 def test_golden_flamegraph_html() -> None:
     assert_golden("flamegraph/basic.html", render(build_flame_tree(sample_profile())))
+
+
+def _located(frames: tuple[tuple[str, str | None], ...], n: int) -> StackSample:
+    """A stack of (function, "file.c:line" or None) frames, root first, one address each."""
+    from profiler.report.model import Location, Mapping, SourceLine
+
+    locs = []
+    for k, (name, where) in enumerate(frames):
+        file, _, line = where.rpartition(":") if where else (None, "", "")
+        src = SourceLine(name, file or None, int(line) if line else None)
+        locs.append(Location(0x1000 + k, 0x1000 + k, Mapping("/bin/app"), "app", "user", (src,)))
+    return StackSample("app", 1, 1, tuple(user(name, "app") for name, _ in frames), n, n,
+                       locations=tuple(locs))
+
+
+def test_nodes_keep_their_heaviest_source_lines_for_the_tooltip() -> None:
+    stacks = [
+        _located((("main", "app.c:10"), ("work", "work.c:5")), 60),
+        _located((("main", "app.c:10"), ("work", "work.c:6")), 30),
+        _located((("main", "app.c:11"), ("work", "work.c:7")), 6),
+        _located((("main", "app.c:11"), ("work", "work.c:8")), 3),
+        _located((("main", "app.c:11"), ("work", None)), 1),
+    ]
+    tree = build_flame_tree(stacks, FlameGraphOptions(group_by="none"))
+    work = tree.find_path("main", "work")
+    main = tree.find_path("main")
+    assert tree.node_lines[work] == (("work.c:5", 60), ("work.c:6", 30), ("work.c:7", 6))  # 3 kept
+    assert tree.node_lines[main] == (("app.c:10", 90), ("app.c:11", 10))
+    assert tree.node_lines[0] == ()  # the root has no source
+    out = io.StringIO()
+    render_flamegraph(tree, META, out)
+    data = json.loads(re.search(r'id="fg-data"[^>]*>(.*?)</script>', out.getvalue(), re.S).group(1))  # type: ignore[union-attr]
+    rows = {r[0]: [(data["strings"][r[k]], r[k + 1]) for k in range(1, len(r), 2)] for r in data["l"]}
+    assert rows[work] == [("work.c:5", 60), ("work.c:6", 30), ("work.c:7", 6)]
+    assert 0 not in rows
+
+
+def test_stacks_without_locations_carry_no_lines() -> None:
+    tree = build_flame_tree([StackSample("app", 1, 1, (user("main"),), 5, 5)])
+    assert not any(tree.node_lines)
+    out = io.StringIO()
+    render_flamegraph(tree, META, out)
+    assert '"l":' not in out.getvalue()
