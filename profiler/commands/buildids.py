@@ -15,6 +15,7 @@ from profiler.format.container import CaptureReader
 from profiler.report.offline.capture_dsos import build_id_rows, render_build_ids, rows_to_json, scan_capture
 from profiler.report.symbols.debuginfod import DebuginfodClient
 from profiler.report.symbols.chain import KIND_ELF, SymbolSources
+from profiler.report.unwind.capture import table_sources, unwind_capture
 
 
 @click.command("buildids")
@@ -33,7 +34,11 @@ def command(input_path: str, only_hit: bool, as_json: bool, **kwargs: Any) -> No
         client = DebuginfodClient.from_options(symbols.debuginfod, symbols.offline)
         sources = SymbolSources(reader, symfs=symbols.symfs, debug_dirs=symbols.debug_dirs,
                                 kallsyms_path=symbols.kallsyms, debuginfod=client)
-        found = scan_capture(reader, load_capture(reader), lambda: sources.kernel()[0])
+        data = load_capture(reader)
+        # a --call-graph dwarf capture: the DSOs its unwound stacks pass through count too
+        unwind_capture(reader, data, table_sources(reader, None if symbols.symfs is None else str(symbols.symfs),
+                                                   symbols.debug_dirs))
+        found = scan_capture(reader, data, lambda: sources.kernel()[0])
         sources.prefetch((u.path, u.build_id) for u in found.hit() if u.kind == KIND_ELF)
         if client is not None:
             client.offline = True

@@ -43,6 +43,10 @@ def render_summary(s: CaptureSummary, out: TextIO) -> None:
     for name, count in sorted(s.record_counts.items()):
         w(f"#   {name:<18} {count}\n")
     w("# frames: " + ", ".join(f"{k} {v}" for k, v in sorted(s.frame_counts.items())) + "\n")
+    if s.zstd_bytes is not None:
+        stored, inflated = s.zstd_bytes
+        w(f"# raw_zstd frames (compacted, zstd-compressed records): {stored} bytes stored, {inflated} bytes "
+          f"inflated ({inflated / max(1, stored):.1f}x)\n")
     if s.metadata:
         w("# metadata: " + ", ".join(f"{k} {v}" for k, v in sorted(s.metadata.items())) + "\n")
     w(f"# ended cleanly: {'yes' if s.clean_end else 'no (no trailer: the recorder did not finish)'}\n")

@@ -57,6 +57,7 @@ class CaptureSummary:
     lost_records: int = 0  # sum of LOST records' counts
     lost_samples: int = 0  # sum of LOST_SAMPLES records' counts
     metadata: Counter[str] = field(default_factory=Counter)
+    zstd_bytes: tuple[int, int] | None = None  # RAW_ZSTD frames: (stored, inflated) payload bytes
     trailer: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -74,8 +75,12 @@ def summarize(reader: CaptureReader) -> CaptureSummary:
         clean_end=reader.clean_end, record_counts=data.counts, samples=len(data.samples),
         trailer=reader.trailer,
     )
+    inflated = getattr(reader, "inflated", None)  # a perf.data reader has no RAW_ZSTD frames
     for frame in reader.iter_frames():
-        summary.frame_counts[frame.kind_name] += 1
+        zstd = inflated is not None and frame.seq in inflated.seqs
+        summary.frame_counts["raw_zstd" if zstd else frame.kind_name] += 1
+    if inflated is not None and inflated.seqs:
+        summary.zstd_bytes = (inflated.stored, inflated.inflated)
     for kind, _ in reader.iter_metadata():
         summary.metadata[kind] += 1
     times = [int(data.samples.time.min()), int(data.samples.time.max())] if len(data.samples) else []

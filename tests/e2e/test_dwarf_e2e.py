@@ -6,6 +6,7 @@ identically."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -148,6 +149,12 @@ def test_offline_archive_unwinds_identically(require_perf: None, fixtures_dir: P
     capture = tmp_path / "mix.prof"
     record_ours(profiler_cmd, capture, [str(bin_dir / "dwarf_mix"), "1"], env)
     before = script_ours(profiler_cmd, capture, env)
+    # buildids counts the DSOs the unwound stacks pass through (libc: their roots), as archive packs them
+    listed = _run([*profiler_cmd, "buildids", "-i", str(capture), "--json"], env)
+    assert listed.returncode == 0, listed.stderr
+    libc = next(e for e in json.loads(listed.stdout) if "/libc.so" in e["path"])
+    in_libc = sum(1 for s in stacks(before) if s[-1] in {"__libc_start_call_main", "clone3", "start_thread"})
+    assert in_libc > 100 and libc["samples"] >= in_libc
     res = _run([*profiler_cmd, "archive", "-i", str(capture)], env)
     assert res.returncode == 0, res.stderr
     assert "unwind rules" in res.stderr + res.stdout

@@ -113,3 +113,32 @@ def test_unreadable_capture_one_sentence() -> None:
         assert result.stderr.strip() == f"profiler: {path}: permission denied (cannot read it)."
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_info_names_zstd_frames_with_their_sizes() -> None:
+    """A --call-graph dwarf capture's RAW_ZSTD frames (kind 6, docs/format.md) are counted as
+    such, with their stored and inflated bytes; checked by walking the frames by hand."""
+    import re
+    import struct
+
+    import zstandard
+
+    from profiler.format.container import CaptureReader
+
+    path = ROOT / "fixtures" / "captures" / "format-2.0.prof"
+    data = path.read_bytes()
+    with CaptureReader.open(path) as reader:
+        pos = reader._frames_start  # where the first frame starts (after the file header)
+    count = stored = inflated = 0
+    while pos + 16 <= len(data):
+        kind, _flags, _cpu, length, _seq, _crc = struct.unpack_from("<BBHIII", data, pos)
+        if kind == 6:
+            payload = data[pos + 16:pos + 16 + length]
+            count, stored = count + 1, stored + length
+            inflated += len(zstandard.ZstdDecompressor().decompress(payload, max_output_size=1 << 30))
+        pos += 16 + length + (-length % 8)
+    assert count > 0
+    result = run("info", "-i", str(path))
+    assert result.returncode == 0, result.stderr
+    assert re.search(rf"# frames: .*raw_zstd {count}\b", result.stdout), result.stdout
+    assert f"{stored} bytes stored, {inflated} bytes inflated" in result.stdout
