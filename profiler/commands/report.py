@@ -26,6 +26,8 @@ from profiler.report.run import run_report
 @click.option("--callchain-threshold", type=float, default=ReportOptions.callchain_threshold,
               show_default=True, help="Hide call graph branches below this percent of the total.")
 @click.option("--percent-limit", type=float, default=0.0, help="Hide rows below this percent.")
+@click.option("--group", "group", is_flag=True,
+              help="Show the events of a leader-sampled group ({a,b}:S) side by side, a percentage each.")
 @click.option("--percentage", type=click.Choice(PERCENTAGES), default=ReportOptions.percentage, show_default=True,
               help="Under --comm/--pid/--tid/--dso/--symbol/--trace-filter: percent of all samples (absolute, "
                    "as perf) or of those shown (relative). --time and --cpu drop samples in both.")
@@ -35,7 +37,7 @@ from profiler.report.run import run_report
 @click.option("--stats", is_flag=True, help="Record counts by type and lost samples, instead of the profile.")
 @click.option("--header", is_flag=True, help="Print the capture's header instead of the profile.")
 def command(sort: str, children: bool, call_graph: str | None, callchain_threshold: float,
-            percent_limit: float, percentage: str, format_: str, stats: bool, header: bool, **kwargs: Any) -> None:
+            percent_limit: float, group: bool, percentage: str, format_: str, stats: bool, header: bool, **kwargs: Any) -> None:
     """Print a flat or call-graph profile of a capture."""
     load = load_options(kwargs)
     if not children and call_graph == "none" and format_ != "folded":
@@ -45,7 +47,7 @@ def command(sort: str, children: bool, call_graph: str | None, callchain_thresho
     if "srcline" in keys:
         load = replace(load, srclines=True)
     opts = ReportOptions(load=load, sort=keys, children=children, callgraph=call_graph,
-                         callchain_threshold=callchain_threshold, percent_limit=percent_limit,
+                         callchain_threshold=callchain_threshold, percent_limit=percent_limit, group=group,
                          percentage=percentage,
                          format=format_, stats=stats, header=header)
     run_report(opts, sys.stdout, warn)

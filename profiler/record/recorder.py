@@ -31,8 +31,9 @@ from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, p
 from profiler.format.compact import compact_stacks
 from profiler.format.container import VERSION_PLAIN, VERSION_ZSTD, CaptureWriter
 from profiler.record import metadata, synth
-from profiler.record.events import EventSpec, default_event, parse_events, split_modifiers
+from profiler.record.events import EventSpec, default_event, split_modifiers
 from profiler.format.regs import regs_mask
+from profiler.record.groups import Member, configure, members_of
 from profiler.record.options import DEFAULT_FREQ, RecordOptions
 from profiler.record.session import OpenedEvent, Session
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
@@ -127,14 +128,14 @@ def add_dwarf_sampling(attr: perf_event_attr, stack_size: int) -> None:
     attr.exclude_callchain_user = 1
 
 
-def resolve_events(opts: RecordOptions) -> tuple[list[EventSpec], list[str]]:
+def resolve_events(opts: RecordOptions) -> tuple[list[Member], list[str]]:
     if opts.events:
-        specs = parse_events(opts.events)
+        members = members_of(opts.events)
         notices = []
     else:
         spec, notice = default_event()
-        specs, notices = [spec], [notice] if notice else []
-    return [_privilege_label(spec, opts) for spec in specs], notices
+        members, notices = [Member(spec, 0)], [notice] if notice else []
+    return [replace(m, spec=_privilege_label(m.spec, opts)) for m in members], notices
 
 
 def _privilege_label(spec: EventSpec, opts: RecordOptions) -> EventSpec:
@@ -251,20 +252,23 @@ class Recorder:
             return [t.tid for t in self.threads]
         return [-1]
 
-    def _open_events(self, specs: list[EventSpec], cpus: list[int]) -> None:
+    def _open_events(self, specs: list[Member], cpus: list[int]) -> None:
         command = self.child is not None and not self.opts.system_wide
         inherit = self.opts.inherit and (command or bool(self.opts.pids))
         data_size = self.opts.data_pages * self.page_size
-        for index, spec in enumerate(specs):
-            attr = build_attr(spec, self.opts, tracking=index == 0, several=len(specs) > 1,
+        for index, member in enumerate(specs):
+            attr = build_attr(member.spec, self.opts, tracking=index == 0, several=len(specs) > 1,
                               enable_on_exec=command, inherit=inherit, data_size=data_size)
-            self.events.append(OpenedEvent(spec.name, attr))
+            configure(attr, member)
+            self.events.append(OpenedEvent(member.spec.name, attr))
         opened_any = False
+        leader_fds: dict[tuple[int, int, int], int] = {}  # (event, pid, cpu) -> fd, for group_fd
         for cpu in cpus:
-            for event in self.events:
+            for index, event in enumerate(self.events):
                 for pid in self._pids_to_open():
                     try:
-                        self.session.open(event, pid, cpu)
+                        group_fd = leader_fds.get((specs[index].leader, pid, cpu), -1)
+                        leader_fds[(index, pid, cpu)] = self.session.open(event, pid, cpu, group_fd=group_fd)
                         opened_any = True
                     except RecordError:
                         if pid > 0 and self.threads and not os.path.exists(f"/proc/{pid}"):
@@ -410,7 +414,7 @@ class Recorder:
         else:
             child.abandon()
 
-    def _record(self, specs: list[EventSpec], cpus: list[int]) -> RecordResult:
+    def _record(self, specs: list[Member], cpus: list[int]) -> RecordResult:
         self._open_events(specs, cpus)
         version = VERSION_PLAIN
         if self.opts.dwarf_stack_size is not None:
@@ -456,12 +460,12 @@ class Recorder:
             raise error
         return result
 
-    def _setup_and_loop(self, writer: CaptureWriter, stopper: Stopper, specs: list[EventSpec]) -> None:
+    def _setup_and_loop(self, writer: CaptureWriter, stopper: Stopper, specs: list[Member]) -> None:
         """Host facts, then (unless a signal already asked to stop) enable, release the
         command, synthesize the existing state and drain until the end. A command stopped
         before its release never runs: it exits unstarted, the capture is still whole."""
         kallsyms_text, modules_text = self._write_host_facts(writer)
-        tracepoints = [s.name for s in specs if s.type == PERF_TYPE_TRACEPOINT]
+        tracepoints = [m.spec.name for m in specs if m.spec.type == PERF_TYPE_TRACEPOINT]
         if tracepoints:
             writer.write_meta("tracepoint_formats", metadata.tracepoint_formats(tracepoints))
         self._print_notices()

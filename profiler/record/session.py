@@ -121,9 +121,10 @@ class Session:
 
     # opening -------------------------------------------------------------------------------
 
-    def open(self, event: OpenedEvent, pid: int, cpu: int) -> int:
-        """Open ``event`` for (pid, cpu) with perf's fallbacks, attach it to the CPU's ring."""
-        fd = self._open_with_fallbacks(event, pid, cpu)
+    def open(self, event: OpenedEvent, pid: int, cpu: int, group_fd: int = -1) -> int:
+        """Open ``event`` for (pid, cpu) with perf's fallbacks, attach it to the CPU's ring;
+        ``group_fd`` is the fd of its group's leader on the same (pid, cpu), or -1."""
+        fd = self._open_with_fallbacks(event, pid, cpu, group_fd)
         self.fds.append(fd)
         try:
             event.ids.append(perf_event.event_id(fd))
@@ -137,10 +138,10 @@ class Session:
         self._live.add(fd)
         return fd
 
-    def _open_with_fallbacks(self, event: OpenedEvent, pid: int, cpu: int) -> int:
+    def _open_with_fallbacks(self, event: OpenedEvent, pid: int, cpu: int, group_fd: int = -1) -> int:
         attr = event.attr
         try:
-            return perf_event.perf_event_open(attr, pid, cpu, event_name=event.name)
+            return perf_event.perf_event_open(attr, pid, cpu, group_fd, event_name=event.name)
         except EventError:
             if not attr.build_id:
                 raise
@@ -148,7 +149,7 @@ class Session:
             attr.build_id = 0
             self.notices.append("notice: this kernel cannot put build-ids in MMAP2 records; "
                                 "reading them from the files instead.")
-            return self._open_with_fallbacks(event, pid, cpu)
+            return self._open_with_fallbacks(event, pid, cpu, group_fd)
         except PermissionDeniedError:
             if attr.exclude_kernel or pid == -1 or (perf_event.read_paranoid() or 0) < 2:
                 raise
@@ -156,7 +157,7 @@ class Session:
             attr.exclude_kernel = 1
             self.notices.append("notice: kernel.perf_event_paranoid allows user space only; "
                                 "kernel samples are excluded.")
-            return perf_event.perf_event_open(attr, pid, cpu, event_name=event.name)
+            return perf_event.perf_event_open(attr, pid, cpu, group_fd, event_name=event.name)
 
     def _map(self, fd: int, cpu: int) -> None:
         size = (1 + self.data_pages) * self.page_size

@@ -42,6 +42,7 @@ from profiler.format.bulk import (
 )
 from profiler.format.container import CaptureReader
 from profiler.format.tracepoint import TraceFormat
+from profiler.report.groupread import member_samples, reads_group
 from profiler.report.options import Filters, LoadOptions, TimeRange
 from profiler.format.perfdata import PerfDataReader  # noqa: F401  registers: perf.data opens as a capture
 from profiler.report.model import INLINED_SUFFIX, Frame, Location, Mapping, SourceLine, StackSample
@@ -302,8 +303,7 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
     say("replaying")
     build_ids = reader.build_ids()
     rep = replay(data.others, data.others_before, data.samples.pid, data.samples.tid, build_ids)
-    s = data.samples
-    of_event = s.event == ev_index
+    of_event, s = _event_samples(data, ev_index, warnings)
     recorded = int(np.count_nonzero(of_event))
     # perf's split: --time and --cpu drop samples; the other filters select entries, and
     # "--percentage absolute" keeps the total of the samples before them (base_*)
@@ -405,6 +405,18 @@ def _build_ids(recorded: dict[str, str], resolver: SymbolResolver) -> dict[str, 
     if kernel:
         out[KERNEL_DSO] = kernel
     return out
+
+
+def _event_samples(data: CaptureData, ev_index: int, warnings: list[str]) -> tuple[npt.NDArray[np.bool_], SampleColumns]:
+    """The samples of one event; for a member of a ':S' group, the leader's samples with the
+    member's count growth as their period (see :mod:`profiler.report.groupread`)."""
+    event = data.events.events[ev_index]
+    if not reads_group(event):
+        return data.samples.event == ev_index, data.samples
+    mask, samples, missing = member_samples(data, event)
+    if missing:
+        warnings.append(f"{missing} samples of the group's leader carried no count of '{event.name}'.")
+    return mask, samples
 
 
 def select_event(names: list[str], wanted: str | None) -> int:

@@ -112,6 +112,7 @@ class ReportOptions:
     callgraph: str | None = None  # caller/callee/none; None: perf's default for the mode
     callchain_threshold: float = 0.5  # percent of the total below which branches are hidden
     percent_limit: float = 0.0
+    group: bool = False  # --group: a ':S' group's events side by side
     percentage: str = "absolute"  # perf's default; "relative": of the filtered total
     format: str = "table"
     stats: bool = False

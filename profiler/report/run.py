@@ -40,6 +40,9 @@ def run_report(opts: ReportOptions, out: TextIO, warn: Warn) -> None:
         render_stats(out, reader, data)
         return
     names = [ev.name for ev in data.events.events]
+    if opts.group:
+        _report_group(opts, out, opened, names, progress_printer(opts.progress), warn)
+        return
     if opts.load.filters.event is not None or len(names) == 1:
         events: list[str | None] = [opts.load.filters.event]
     elif opts.format == "table":
@@ -104,3 +107,35 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
         render_csv(out, flat)
     else:
         render_table(out, flat, tree_of if graph else None, label)
+
+
+def _report_group(opts: ReportOptions, out: TextIO, opened: Any, names: list[str], progress: Any,
+                  warn: Warn) -> None:
+    """``--group``: the flat profile of each event of the selected event's ':S' group."""
+    from profiler.report.aggregate import aggregate
+    from profiler.report.groupread import group_of
+    from profiler.report.load import load_profile, select_event
+    from profiler.report.render.group_table import render_group_table
+
+    if opts.format != "table":
+        raise ReportError("--group shows a group's events side by side in the table: leave out --format, "
+                          "or choose one event with --event.")
+    _, data = opened
+    group = group_of(data, select_event(names, opts.load.filters.event))
+    if len(group) == 1:
+        warn(f"'{group[0].name}' is in no leader-sampled group ({{a,b}}:S): showing it alone.")
+    flats = []
+    for i, ev in enumerate(group):
+        profile = load_profile(opts.load, progress, event=ev.name, opened=opened)
+        if i == 0:
+            for w in profile.warnings:
+                warn(w)
+            if profile.has_callchains and opts.callgraph != "none":
+                warn("--group shows flat rows (the call graph is left out).")
+        flats.append(aggregate(profile, opts.sort, opts.children and profile.has_callchains, opts.percent_limit,
+                               keep_stacks=False, percentage=opts.percentage))
+    if progress is not None:
+        sys.stderr.write("\r\x1b[K")
+    if flats[0].total_samples == 0:
+        raise ReportError(f"no samples of '{group[0].name}' to report.")
+    render_group_table(out, flats)

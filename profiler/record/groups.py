@@ -1,0 +1,53 @@
+"""Event groups in a recording: which fd leads each event, and leader sampling.
+
+``-e '{a,b}'`` opens ``b`` with ``a``'s fd as ``group_fd`` on the same (task, CPU), so the
+kernel schedules them as a unit; both sample. ``-e '{a,b}:S'`` is leader sampling: only ``a``
+samples, and each of its samples carries the counts of every member (PERF_SAMPLE_READ with
+read_format PERF_FORMAT_GROUP | PERF_FORMAT_ID: ``{ nr; { value; id; } values[nr]; }``);
+``b`` counts and never samples (``sample_period`` 0). The reporter turns the difference of a
+member's count between two samples of the same leader fd into that member's period at the
+leader's sample (see docs/format.md and :mod:`profiler.report.groupread`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from profiler.format import records as R
+from profiler.format.attr import perf_event_attr
+from profiler.record.events import EventSpec, parse_event_groups
+
+GROUP_READ_FORMAT = R.PERF_FORMAT_GROUP | R.PERF_FORMAT_ID
+
+
+@dataclass(frozen=True)
+class Member:
+    """One event of the flat -e list and its place in its group."""
+
+    spec: EventSpec
+    leader: int  # index (in the flat list) of the group's leader; its own index for a leader
+    sampled: bool = True  # False for the members of a ':S' group: they only count
+    group_read: bool = False  # its group is read into every leader sample (':S')
+
+
+def members_of(texts: Iterable[str]) -> list[Member]:
+    """The -e list flattened in order, every member knowing its leader."""
+    out: list[Member] = []
+    for group in parse_event_groups(texts):
+        leader = len(out)
+        for index, spec in enumerate(group.members):
+            out.append(Member(spec, leader, sampled=index == 0 or not group.leader_sampling,
+                              group_read=group.leader_sampling))
+    return out
+
+
+def configure(attr: perf_event_attr, member: Member) -> None:
+    """Adjust a sampling attr for the member's group role (every member of a ':S' group gets
+    the same sample_type and read_format, as the kernel reads the group through the leader)."""
+    if member.group_read:
+        attr.sample_type |= R.PERF_SAMPLE_READ
+        attr.read_format = GROUP_READ_FORMAT
+    if not member.sampled:
+        attr.freq = 0
+        attr.sample_period = 0
