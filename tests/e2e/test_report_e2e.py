@@ -44,8 +44,12 @@ def test_hot_functions_have_their_designed_shares(shares_capture: Path, profiler
     data = json.loads(report(profiler_cmd, shares_capture, "--format", "json", "--no-children", "-g", "none",
                              "--sort", "sym"))
     got = {r["symbol"]: r["self"] for r in data["rows"]}
+    # the workload's own split; what the kernel takes (interrupts, more of them on a busy
+    # machine) comes off every function alike
+    ours = sum(got.get(name, 0.0) for name in DESIGNED)
+    assert ours >= 80.0, got
     for name, share in DESIGNED.items():
-        assert got.get(name, 0.0) == pytest.approx(share, abs=2.0), (name, got)
+        assert 100.0 * got.get(name, 0.0) / ours == pytest.approx(share, abs=2.0), (name, got)
 
 
 def test_caller_graph_shows_the_designed_chains(shares_capture: Path, profiler_cmd: list[str]) -> None:
