@@ -138,8 +138,15 @@ def test_script_prints_srclines(ours: Path) -> None:
     assert re.search(r"drive\+0x[0-9a-f]+ \(\S+/inline\)\n  inline\.c:\d+\n", text)
 
 
+def _speedscope_frames(capture: Path, *extra: str) -> dict[str, dict[str, object]]:
+    doc = json.loads(profiler("export", "-i", capture, "-f", "speedscope", "-o", "-", "--comm", "inline", *extra))
+    return {str(f["name"]): f for f in doc["shared"]["frames"]}
+
+
 def test_archive_carries_the_lines(binary: Path, ours: Path, tmp_path: Path) -> None:
-    before = our_lines(ours)
+    """An archived capture shows the same lines with the binary gone, functions' start
+    lines (exports) included."""
+    before, frames_before = our_lines(ours), _speedscope_frames(ours)
     archived = tmp_path / "archived.prof"
     archive_capture(ours, output=archived)
     shutil.rmtree(binary.parent)
@@ -149,6 +156,9 @@ def test_archive_carries_the_lines(binary: Path, ours: Path, tmp_path: Path) -> 
     empty.mkdir()
     after = our_lines(archived, "--symfs", str(empty), "--debug-dir", str(empty))
     assert after == before and any(k.startswith("inline.c:") for k in after)
+    frames_after = _speedscope_frames(archived, "--symfs", str(empty), "--debug-dir", str(empty))
+    assert frames_before["drive"]["file"] == "inline.c" and isinstance(frames_before["drive"]["line"], int)
+    assert frames_after["drive"] == frames_before["drive"]
 
 
 def test_callers_show_the_line_of_their_call(fixtures_dir: Path, tmp_path: Path, require_perf: None) -> None:

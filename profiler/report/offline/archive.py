@@ -248,22 +248,32 @@ def _pack_user(use: DsoUse, finder: SymbolSources, all_symbols: bool) -> tuple[d
     payload = {"kind": kind, "path": use.path, "build_id": build_id,
                "layout": None if layout is None else layout.to_packed(),
                "symtab": symtab, "count": count, "coverage": coverage, "source": label}
-    lines = _packed_lines(syms, build_id, vaddrs)
+    lines = _packed_lines(syms, build_id, np.concatenate([_with_return_sites(vaddrs), _function_starts(syms, vaddrs)]))
     if lines is not None:
         payload["lines"] = lines
     return payload, ""
 
 
 def _packed_lines(syms: DsoSymbols, build_id: str | None, vaddrs: U64) -> dict[str, Any] | None:
-    """Source lines and inline chains of the sampled addresses (DWARF), or None without DWARF."""
+    """Source lines and inline chains at ``vaddrs`` (DWARF), or None without DWARF."""
     try:
         table = line_table_of(syms, build_id, cache_dir())
     except FormatError:
         return None
     if table is None:
         return None
-    packed = table.to_packed(_with_return_sites(vaddrs).tolist())
+    packed = table.to_packed(vaddrs.tolist())
     return packed if packed["functions"] else None
+
+
+def _function_starts(syms: DsoSymbols, vaddrs: U64) -> U64:
+    """The start addresses of the functions holding ``vaddrs``: exports give each function
+    the line it starts at (pprof's start_line, speedscope's line)."""
+    if syms.table is None or not len(syms.table):
+        return np.zeros(0, np.uint64)
+    idx, off = syms.table.lookup_many(vaddrs)
+    hit = idx >= 0
+    return np.unique(np.asarray(vaddrs, np.uint64)[hit] - off[hit])
 
 
 def _with_return_sites(addrs: U64) -> U64:
