@@ -383,3 +383,31 @@ def test_hover_shows_source_lines_of_a_real_recording(chromium: Any, fixtures_di
             shares = [float(p) for _, p in shown]
             assert shares == sorted(shares, reverse=True) and sum(shares) <= 100.01
         assert_quiet(viewer)
+
+
+def test_narrow_frames_show_their_functions_lines(chromium: Any, tmp_path: Path) -> None:
+    """A node narrower than 0.1 % of the total shows its function's lines over all its calls
+    (labelled so); a wider one its own."""
+    from profiler.report.model import Location, Mapping, SourceLine
+
+    def s(path: tuple[tuple[str, str], ...], n: int) -> StackSample:
+        locs = tuple(Location(0, 0, Mapping("/bin/app"), "app", "user",
+                              (SourceLine(name, where.split(":")[0], int(where.split(":")[1])),))
+                     for name, where in path)
+        return StackSample("app", 1, 1, tuple(user(name, "app") for name, _ in path), n, n, locations=locs)
+
+    stacks = [s((("main", "m.c:1"), ("small", "s.c:2"), ("work", "w.c:3")), 3),
+              s((("main", "m.c:1"), ("small", "s.c:2"), ("tiny", "t.c:7")), 1),
+              s((("main", "m.c:5"), ("big", "b.c:4")), 1995),
+              s((("main", "m.c:5"), ("big", "b.c:4"), ("tiny", "t.c:9")), 1)]
+    path = tmp_path / "narrow.html"
+    with path.open("w", encoding="utf-8") as out:
+        write(StackProfile(META, stacks), out, FlameGraphOptions(group_by="none"))
+    for viewer in open_offline(chromium, path):
+        viewer.page.mouse.move(*viewer.centre(viewer.frame("main")))
+        assert "source: m.c:5 (99.80%), m.c:1 (0.20%)" in viewer.text("#fg-tooltip")
+        viewer.page.mouse.click(*viewer.centre(viewer.frame("small")))  # 0.2 %: its own lines
+        assert "source: s.c:2 (100.00%)" in viewer.text("#fg-tooltip")
+        viewer.page.mouse.move(*viewer.centre(viewer.frame("tiny")))  # 0.05 %: all calls of tiny
+        assert "source (all its calls): t.c:7 (50.00%), t.c:9 (50.00%)" in viewer.text("#fg-tooltip")
+        assert_quiet(viewer)

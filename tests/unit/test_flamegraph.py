@@ -284,3 +284,17 @@ def test_stacks_without_locations_carry_no_lines() -> None:
     out = io.StringIO()
     render_flamegraph(tree, META, out)
     assert '"l":' not in out.getvalue()
+
+
+def test_narrow_nodes_leave_their_lines_to_their_function() -> None:
+    """Nodes under 0.1 % of the total keep no lines of their own (file size); every node's
+    lines add up in its function's table."""
+    stacks = [_located((("main", "app.c:10"), ("work", "work.c:5")), 1998),
+              _located((("main", "app.c:11"), ("tiny", "t.c:7")), 1),
+              _located((("main", "app.c:12"), ("work", "work.c:5"), ("tiny", "t.c:9")), 1)]
+    tree = build_flame_tree(stacks, FlameGraphOptions(group_by="none"))
+    tiny = tree.find_path("main", "tiny")
+    assert tree.node_lines[tiny] == ()
+    frame = tree.node_frame[tiny]
+    assert tree.frame_lines[frame] == (2, (("t.c:7", 1), ("t.c:9", 1)))
+    assert tree.node_lines[tree.find_path("main")] == (("app.c:10", 1998), ("app.c:11", 1), ("app.c:12", 1))

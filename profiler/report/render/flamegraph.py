@@ -46,6 +46,11 @@ MAX_NODES = 1_000_000
 #: Source lines kept per node (the heaviest), shown in the tooltip with their shares.
 MAX_LINES = 3
 
+#: Nodes at least this share of the total wide keep their own source lines; narrower ones
+#: show their function's lines over the whole graph (one table per function), which keeps
+#: a 400k-node tree's file within a few hundred kilobytes of its size without lines.
+LINES_MIN_WIDTH = 0.001
+
 #: Kinds of the synthetic frames above the stacks.
 ROOT_KIND = "root"
 PROCESS_KIND = "process"
@@ -91,6 +96,7 @@ class FlameTree:
     min_width: float
     pruned: int  # nodes dropped by min_width (subtrees included)
     node_lines: tuple[tuple[tuple[str, int], ...], ...] = ()  # per node: (file:line, weight), heaviest first
+    frame_lines: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = ()  # per frame: (its lines' weight, heaviest)
 
     @property
     def total(self) -> int:
@@ -224,6 +230,8 @@ def _flatten(trie: _Trie, options: FlameGraphOptions) -> FlameTree:
     node_value: list[int] = []
     node_samples: list[int] = []
     node_lines: list[tuple[tuple[str, int], ...]] = []
+    frame_acc: dict[int, dict[str, int]] = {}
+    lines_min = LINES_MIN_WIDTH * trie.value[0]
     pruned = 0
     todo: list[tuple[int, int]] = [(0, 0)]
     while todo:
@@ -236,7 +244,12 @@ def _flatten(trie: _Trie, options: FlameGraphOptions) -> FlameTree:
         node_depth.append(depth)
         node_value.append(trie.value[node])
         node_samples.append(trie.samples[node])
-        node_lines.append(_heaviest_lines(trie.lines.get(node)))
+        lines = trie.lines.get(node)
+        node_lines.append(_heaviest_lines(lines) if trie.value[node] >= lines_min else ())
+        if lines:
+            acc = frame_acc.setdefault(frame_index[fid], {})
+            for text, w in lines.items():
+                acc[text] = acc.get(text, 0) + w
         kept: list[int] = []
         for child in trie.children[node]:
             if trie.value[child] >= threshold and trie.value[child] > 0:
@@ -255,6 +268,8 @@ def _flatten(trie: _Trie, options: FlameGraphOptions) -> FlameTree:
         min_width=max(options.min_width, threshold / trie.value[0] if trie.value[0] else 0.0),
         pruned=pruned,
         node_lines=tuple(node_lines),
+        frame_lines=tuple((sum(frame_acc[i].values()), _heaviest_lines(frame_acc[i])) if i in frame_acc else (0, ())
+                          for i in range(len(frames))),
     )
 
 
@@ -350,10 +365,13 @@ def tree_payload(tree: FlameTree, meta: ProfileMeta, title: str) -> dict[str, ob
     }
     if tree.weight != "samples":
         payload["s"] = list(tree.node_samples)
-    if any(tree.node_lines):
-        # per node with source lines: [node, line string, its weight, line string, weight, ...]
+    if any(tree.node_lines) or any(lines for _, lines in tree.frame_lines):
+        # per wide node with source lines: [node, line string, its weight, line string, weight, ...];
+        # per frame (all its nodes): [frame, weight of its lines, line string, weight, ...]
         payload["l"] = [[i, *(x for text, w in lines for x in (intern(text), w))]
                         for i, lines in enumerate(tree.node_lines) if lines]
+        payload["fl"] = [[i, total, *(x for text, w in lines for x in (intern(text), w))]
+                         for i, (total, lines) in enumerate(tree.frame_lines) if lines]
         payload["strings"] = list(strings)
     return payload
 

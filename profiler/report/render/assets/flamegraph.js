@@ -1,7 +1,8 @@
 // Interactive flame graph drawn on a canvas from the JSON in #fg-data.
 // Data: strings[], frames[] (flat name/dso/kind triples), kinds[], and per node in preorder
 // f (frame), d (depth), v (weight incl. descendants), optional s (samples when v is period),
-// optional l: per node with source lines [node, line string, weight, line string, weight, ...].
+// optional l: per wide node with source lines [node, line string, weight, line string, weight, ...],
+// optional fl: per frame, its lines over all its nodes [frame, total weight, line string, weight, ...].
 (function () {
   'use strict';
 
@@ -16,6 +17,8 @@
   var N = F.length;
   var sourceLines = {};  // node -> [string index, weight, ...], heaviest first
   (data.l || []).forEach(function (row) { sourceLines[row[0]] = row.slice(1); });
+  var frameLines = {};   // frame -> [total weight, string index, weight, ...]
+  (data.fl || []).forEach(function (row) { frameLines[row[0]] = row.slice(1); });
 
   // Layout in weight units: start[i] is the node's left edge; the subtree of i is i..end[i]-1.
   var parent = new Int32Array(N), start = new Float64Array(N), end = new Int32Array(N);
@@ -192,11 +195,16 @@
     }
     if (state.zoom !== 0) text += ', ' + percent(V[i], V[state.zoom]) + ' of zoomed frame';
     lines.push(text);
-    var src = sourceLines[i];
+    var src = sourceLines[i], whole = V[i], label = 'source: ';
+    if (!src && frameLines[F[i]]) {  // a narrow node: its function's lines over the whole graph
+      src = frameLines[F[i]].slice(1);
+      whole = frameLines[F[i]][0];
+      label = 'source (all its calls): ';
+    }
     if (src) {
       var where = [];
-      for (var k = 0; k < src.length; k += 2) where.push(strings[src[k]] + ' (' + percent(src[k + 1], V[i]) + ')');
-      lines.push('source: ' + where.join(', '));
+      for (var k = 0; k < src.length; k += 2) where.push(strings[src[k]] + ' (' + percent(src[k + 1], whole) + ')');
+      lines.push(label + where.join(', '));
     }
     return lines;
   }
