@@ -17,6 +17,7 @@ running kernel's ``.notes`` section.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,8 +73,11 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
 def read_build_id(path: str | os.PathLike[str]) -> str | None:
     """The build-id (hex) of the ELF file at ``path``, or None (not ELF, no note, unreadable)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block
     except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
         return None
     try:
         return _build_id_of_fd(fd)
@@ -136,3 +140,13 @@ def kernel_build_id(notes_path: Path = KERNEL_NOTES) -> str | None:
     except OSError:
         return None
     return build_id_from_notes(data, "=")
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def is_build_id(value: object) -> bool:
+    """Hex of a sane length (2 to 128 digits, whole bytes): what a build-id from an untrusted
+    capture must be before it is used at all, let alone in a file name."""
+    return (isinstance(value, str) and 2 <= len(value) <= 128 and len(value) % 2 == 0
+            and _HEX.issuperset(value))

@@ -457,7 +457,8 @@ class _Views:
             if nxt[-1] == nwords and np.array_equal(nxt[:-1], cand[1:]):
                 out: I64 = (cand << 3) + start
                 return out
-        offs, stop = _walk_record_offsets(self._sizes16(frame.payload), end)
+        whole = end - end % 8  # records are 8-byte aligned: a ragged tail is damage
+        offs, stop = _walk_record_offsets(self._sizes16(frame.payload[:whole]), whole)
         if stop != end:
             warnings.append(f"a damaged record in frame {frame.seq}: skipped its last "
                             f"{end - stop} bytes.")

@@ -40,6 +40,7 @@ from profiler.errors import (
     ProfilerError,
     VersionError,
 )
+from profiler.format.buildid import is_build_id
 
 MAGIC = b"\x7fPROFCAP"
 DEFAULT_CAPTURE = "profile.prof"  # what `profiler record` writes and every reader opens by default
@@ -555,9 +556,11 @@ class CaptureReader:
         """path -> build-id (hex) from the capture's ``buildids`` metadata."""
         out: dict[str, str] = {}
         for meta in self.metadata("buildids"):
-            for entry in meta.get("entries") or []:
-                if isinstance(entry, dict) and entry.get("path") and entry.get("build_id"):
-                    out[str(entry["path"])] = str(entry["build_id"])
+            entries = meta.get("entries")
+            for entry in entries if isinstance(entries, list) else []:
+                if isinstance(entry, dict) and isinstance(entry.get("path"), str) and entry["path"] \
+                        and is_build_id(entry.get("build_id")):
+                    out[entry["path"]] = entry["build_id"].lower()
         return out
 
     def iter_metadata(self) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -105,7 +105,7 @@ class MapSnapshot:
             if m.start < new.start:  # the part before the new map survives
                 kept.append(Map(m.start, new.start, m.pgoff, m.dso))
             if m.end > new.end:  # the part after survives, its pgoff moved along
-                kept.append(Map(new.end, m.end, m.pgoff + (new.end - m.start), m.dso))
+                kept.append(Map(new.end, m.end, min(m.pgoff + (new.end - m.start), (1 << 64) - 1), m.dso))
         kept.append(new)
         kept.sort(key=lambda m: m.start)
         return MapSnapshot(tuple(kept))

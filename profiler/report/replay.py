@@ -97,7 +97,7 @@ def on_mmap(state: ReplayState, rec: R.Record) -> None:
     assert isinstance(rec, (R.Mmap, R.Mmap2))
     if rec.len <= 0:
         return
-    end = min(rec.addr + rec.len, 1 << 64)
+    end = min(rec.addr + rec.len, (1 << 64) - 1)  # a u64 address space (a hostile len wraps)
     if rec.pid in KERNEL_PIDS or rec.filename.startswith(KERNEL_MAP_PREFIX):
         state.kernel_maps.append((rec.addr, end, rec.filename))
         return

@@ -144,3 +144,69 @@ def test_jit_map_packed_or_local(tmp_path: Path) -> None:
     table, label = SymbolSources(None, perf_map_dir=tmp_path).jit(42)
     assert label == LOCAL and table is not None and table.lookup(0x1010) == ("jitted_fn", 0x10)
     assert SymbolSources(None, perf_map_dir=tmp_path).jit(43) == (None, MISSING)
+
+
+def test_a_recorded_path_never_leaves_symfs(fixtures_dir: Path, tmp_path: Path) -> None:
+    """``/../outside/prog`` and a symlink pointing out of the sysroot name files outside
+    ``--symfs``: they are not read (the symbols stay missing), even with the right build-id."""
+    binary = fixtures_dir / "elf" / "prog_pie"
+    bid = ElfFile(binary).build_id
+    root = tmp_path / "sysroot"
+    (root / "opt").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    shutil.copy(binary, tmp_path / "outside" / "prog")
+    (root / "opt" / "link").symlink_to(tmp_path / "outside" / "prog")
+    for recorded in ("/../outside/prog", "/opt/link"):
+        clear_symbol_cache()
+        syms, label = SymbolSources(None, symfs=root, debug_dirs=()).for_dso(recorded, bid)
+        assert label == MISSING and not syms.ok, recorded
+    # the same file inside the sysroot is used
+    shutil.copy(binary, root / "opt" / "prog")
+    clear_symbol_cache()
+    syms, label = SymbolSources(None, symfs=root, debug_dirs=()).for_dso("/opt/prog", bid)
+    assert label == SYMFS and syms.ok
+
+
+def test_a_build_id_that_is_not_hex_never_names_a_file(fixtures_dir: Path, tmp_path: Path) -> None:
+    """A capture's build-id ``../../x`` would make ``<debug-dir>/.build-id/../../x.debug``: it
+    is not a build-id, so no debug file is looked for and the reader's table drops it."""
+    from profiler.report.symbols.debugfile import build_id_path
+
+    debug = tmp_path / "debug"
+    target = tmp_path / "x.debug"
+    shutil.copy(fixtures_dir / "elf" / "prog_bid", target)
+    assert debug.resolve() in build_id_path(debug, "../../x").resolve().parents
+    syms, label = SymbolSources(None, debug_dirs=[str(debug)]).for_dso(str(tmp_path / "gone"), "../../x")
+    assert label == MISSING and not syms.ok
+
+
+def test_a_fifo_at_a_recorded_path_is_not_opened(fixtures_dir: Path, tmp_path: Path) -> None:
+    """A FIFO where the capture says a binary was: skipped at once (an open would block until
+    a writer came), as is any file that is not a regular one."""
+    import os
+    import threading
+
+    from profiler.format.buildid import read_build_id
+    from profiler.format.localfile import open_regular
+    from profiler.report.symbols.elf import ElfError
+
+    fifo = tmp_path / "prog"
+    os.mkfifo(fifo)
+    done: list[object] = []
+
+    def attempt() -> None:
+        done.append(SymbolSources(None, symfs=None, debug_dirs=()).for_dso(str(fifo), "ab" * 20)[1])
+        done.append(read_build_id(fifo))
+        try:
+            ElfFile(fifo)
+        except ElfError:
+            done.append("refused")
+        try:
+            open_regular(fifo)
+        except OSError:
+            done.append("not regular")
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert done == [MISSING, None, "refused", "not regular"]

@@ -50,8 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from profiler.errors import FormatError, ReportError
-from profiler.format.buildid import kernel_build_id
+from profiler.format.buildid import is_build_id, kernel_build_id
 from profiler.format.container import CaptureReader
+from profiler.format.localfile import contained, open_regular
 from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
 from profiler.report.symbols.debuginfod import DebuginfodClient
 from profiler.report.symbols.elf import ElfError, ElfFile
@@ -280,9 +281,10 @@ class SymbolSources:
         """(label, file, debug dirs, search debug files?) in chain order after ``packed``."""
         found: list[tuple[str, Path, tuple[str, ...], bool]] = []
         absolute = path.startswith("/")
-        if self.symfs is not None and absolute:
+        under = self._under_symfs(path) if absolute else None
+        if under is not None and self.symfs is not None:
             root_debug = str(self.symfs / "usr/lib/debug")
-            found.append((SYMFS, self.symfs / path.lstrip("/"), (root_debug, *self.debug_dirs), True))
+            found.append((SYMFS, under, (root_debug, *self.debug_dirs), True))
         if bid:
             for d in self.debug_dirs:
                 found.append((DEBUG_DIR, build_id_path(d, bid), (), False))
@@ -314,8 +316,17 @@ class SymbolSources:
     def _runtime_paths(self, path: str) -> list[Path]:
         if not path.startswith("/"):
             return []
-        found = [] if self.symfs is None else [self.symfs / path.lstrip("/")]
-        return [*found, Path(path)]
+        under = self._under_symfs(path)
+        return [*([] if under is None else [under]), Path(path)]
+
+    def _under_symfs(self, recorded: str) -> Path | None:
+        """The recorded path under ``--symfs``; None without one, or when the path would
+        leave it (``/../outside``, a symlink pointing out): a capture names no file outside
+        the roots the user gave."""
+        if self.symfs is None:
+            return None
+        inside = contained(self.symfs, recorded)
+        return None if inside is None else Path(inside)
 
     def _vdso(self, path: str, bid: str | None) -> tuple[DsoSymbols, str]:
         entry = self.packed(KIND_VDSO, path, bid) or self._only_packed(KIND_VDSO)
@@ -440,11 +451,13 @@ class SymbolSources:
             if got is not None:
                 return got.table, PACKED
         places = [(LOCAL, perf_map_path(pid, self.perf_map_dir))]
-        if self.symfs is not None:
-            places.insert(0, (SYMFS, self.symfs / recorded.lstrip("/")))
+        under = self._under_symfs(recorded)
+        if under is not None:
+            places.insert(0, (SYMFS, under))
         for label, place in places:
             try:
-                text = place.read_text(encoding="utf-8", errors="surrogateescape")
+                with open_regular(place) as fh:
+                    text = fh.read().decode("utf-8", errors="surrogateescape")
             except OSError:
                 continue
             table, bad = parse_perf_map(text)
@@ -499,8 +512,11 @@ def _perf_cache_file(name: str, bid: str, kind: str) -> bytes | None:
     """A file of perf's build-id cache (``$PERF_BUILDID_DIR``, else ``~/.debug``):
     ``<cache>/<name>/<build-id>/<kind>``, as ``perf record`` leaves it."""
     root = Path(os.environ.get("PERF_BUILDID_DIR") or Path.home() / ".debug")
+    if not is_build_id(bid) or "/" in name or name in ("", ".", ".."):
+        return None  # names from a capture never leave the cache
     try:
-        return (root / name / bid / kind).read_bytes()
+        with open_regular(root / name / bid / kind) as fh:
+            return fh.read()
     except (OSError, ValueError):
         return None
 

@@ -19,6 +19,8 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from profiler.format.buildid import is_build_id
+from profiler.format.localfile import open_regular
 from profiler.report.symbols.elf import ElfError, ElfFile
 
 DEFAULT_DEBUG_DIRS: tuple[str, ...] = ("/usr/lib/debug",)
@@ -26,8 +28,11 @@ _CRC_CHUNK = 1 << 20
 
 
 def build_id_path(debug_dir: str | os.PathLike[str], build_id: str) -> Path:
-    """``<debug_dir>/.build-id/xx/rest.debug`` for a hex build-id."""
-    return Path(debug_dir) / ".build-id" / build_id[:2] / f"{build_id[2:]}.debug"
+    """``<debug_dir>/.build-id/xx/rest.debug`` for a hex build-id (anything else, which a
+    hostile capture could make ``../..``, gives a name that cannot exist: ``.build-id/invalid``)."""
+    if not is_build_id(build_id):
+        return Path(debug_dir) / ".build-id" / "invalid" / "not-a-build-id"
+    return Path(debug_dir) / ".build-id" / build_id[:2].lower() / f"{build_id[2:].lower()}.debug"
 
 
 def debuglink_candidates(binary: Path, name: str, debug_dirs: Sequence[str | os.PathLike[str]]) -> list[Path]:
@@ -42,7 +47,7 @@ def file_crc32(path: Path) -> int | None:
     """CRC-32 of the file's contents (the ``.gnu_debuglink`` checksum), None if unreadable."""
     crc = 0
     try:
-        with open(path, "rb") as stream:
+        with open_regular(path) as stream:
             while chunk := stream.read(_CRC_CHUNK):
                 crc = zlib.crc32(chunk, crc)
     except OSError:

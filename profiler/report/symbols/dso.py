@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy.typing as npt
 
+from profiler.format.buildid import is_build_id
 from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS, find_debug_file
 from profiler.report.symbols.elf import ElfError, ElfFile
 from profiler.report.symbols.elfheaders import ElfLayout
@@ -100,7 +101,7 @@ def normalize_build_id(build_id: str | bytes | None) -> str | None:
     if build_id is None:
         return None
     text = build_id.hex() if isinstance(build_id, bytes) else build_id.strip().lower()
-    return text or None
+    return text if is_build_id(text) else None  # never a path part that is not hex
 
 
 def build_ids_match(found: str | None, expected: str | None) -> bool:

@@ -29,6 +29,7 @@ from elftools.elf.elffile import ELFFile as _PyElfFile
 
 from profiler.errors import ReportError
 from profiler.format.buildid import build_id_from_notes
+from profiler.format.localfile import open_regular
 from profiler.report.symbols.elfheaders import ElfLayout, LoadSegment, SectionHeader
 from profiler.report.symbols.plt import plt_symbols
 from profiler.report.symbols.table import (
@@ -135,7 +136,7 @@ class ElfFile:
         return self._read(sec.sh_offset, sec.sh_size)
 
     def _open(self) -> IO[bytes]:
-        return io.BytesIO(self._data) if self._data is not None else open(self.path, "rb")
+        return io.BytesIO(self._data) if self._data is not None else open_regular(self.path)
 
     def _read(self, offset: int, size: int) -> bytes:
         try:

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.errors import FormatError
+from profiler.format.buildid import is_build_id
 from profiler.report.symbols.elf import ElfError, ElfFile
 from profiler.report.symbols.dso import DsoSymbols
 
@@ -188,7 +189,7 @@ def _load(path: Path, build_id: str | None, cache_dir: Path | None) -> LineTable
     except ImportError:
         return None
     base = image_base(elf)
-    stored = None if cache_dir is None or not build_id else cache_dir / "symcache" / f"{build_id}.symc"
+    stored = None if cache_dir is None or not is_build_id(build_id) else cache_dir / "symcache" / f"{build_id}.symc"
     cache = _read_stored(symbolic, stored)
     if cache is None:
         try:

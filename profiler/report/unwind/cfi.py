@@ -20,6 +20,7 @@ from elftools.common.exceptions import ELFError, ELFParseError
 from elftools.dwarf.callframe import CIE, FDE
 from elftools.elf.elffile import ELFFile
 
+from profiler.format.localfile import open_regular
 from profiler.report.unwind.arch import ArchColumns
 from profiler.report.unwind.table import (
     AT_CFA,
@@ -332,10 +333,10 @@ def _compile_cfi(elf: ELFFile, cols: ArchColumns) -> RuleTable:
 
 def compile_path(path: str, cols: ArchColumns, debug_path: str | None = None) -> RuleTable:
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             if debug_path is None:
                 return compile_elf(ELFFile(fh), cols)
-            with open(debug_path, "rb") as dh:
+            with open_regular(debug_path) as dh:
                 return compile_elf(ELFFile(fh), cols, ELFFile(dh))
     except (ELFError, ELFParseError) as exc:
         raise CfiError(f"{path}: not a readable ELF file ({exc})") from None

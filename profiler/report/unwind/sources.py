@@ -25,6 +25,7 @@ from elftools.common.exceptions import ELFError, ELFParseError
 from elftools.elf.elffile import ELFFile
 
 from profiler.report.cache import cache_dir as report_cache_dir
+from profiler.format.localfile import contained
 from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
 from profiler.report.symbols.elf import ElfError, ElfFile
 from profiler.report.unwind.arch import ArchColumns
@@ -154,8 +155,8 @@ class TableSources:
         return None
 
     def _candidates(self, path: str) -> list[Path]:
-        found = [] if self.symfs is None else [self.symfs / path.lstrip("/")]
-        return [*found, Path(path)]
+        inside = None if self.symfs is None else contained(self.symfs, path)  # never outside --symfs
+        return [*([] if inside is None else [Path(inside)]), Path(path)]
 
     def _debug_file(self, bid: str | None) -> str | None:
         if not bid or not _safe_id(bid):
