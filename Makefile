@@ -9,7 +9,11 @@ PROFILER := $(VENV)/bin/profiler
 OUT    ?= out
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-debuginfod clean
+# `make fuzz`: a long structure-aware fuzzing campaign of the capture reader (random seed;
+# COUNT mutations; failures saved under out/fuzz-failures). The suite runs a short fixed-seed one.
+COUNT ?= 20000
+
+.PHONY: fuzz demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-debuginfod clean
 
 venv: $(STAMP)
 
@@ -65,6 +69,9 @@ demo: venv fixtures
 
 test: venv browser-deps debuginfod-deps go-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+fuzz: venv
+	$(PY) tests/fuzz/capture_fuzz.py --count $(COUNT)
 
 typecheck: venv
 	$(PY) -m mypy profiler

@@ -73,10 +73,23 @@ def cli() -> None:
     """A sampling profiler for Linux: record, report, flame graphs."""
 
 
+def _bytes_as_recorded() -> None:
+    """Names from a capture are decoded with ``surrogateescape`` (a path is bytes, not always
+    UTF-8): print them as the bytes they were, never fail on them."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="surrogateescape" if stream is sys.stdout else "backslashreplace")
+            except (ValueError, OSError):
+                pass
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI, mapping project errors to one sentence and an exit code."""
     import profiler.format.perfdata  # noqa: F401  every command that reads a capture reads perf.data
 
+    _bytes_as_recorded()
     try:
         return cli.main(args=argv, prog_name="profiler", standalone_mode=False)
     except click.exceptions.Abort:

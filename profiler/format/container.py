@@ -40,7 +40,13 @@ from profiler.errors import (
     ProfilerError,
     VersionError,
 )
+from profiler.format.bounded import Budget, inflate, peek_kind, unpack
 from profiler.format.buildid import is_build_id
+from profiler.format.validate import MetaError, check_header, check_meta, check_trailer
+
+# The metadata kinds this reader uses (docs/format.md); a frame of another kind is skipped.
+KNOWN_META_KINDS = frozenset({"buildids", "kallsyms", "kernel", "lost", "modules", "stats", "tracepoint_formats",
+                              "vdso", "unwind", "symbols"})
 
 MAGIC = b"\x7fPROFCAP"
 DEFAULT_CAPTURE = "profile.prof"  # what `profiler record` writes and every reader opens by default
@@ -76,7 +82,6 @@ NO_CPU = 0xFFFF
 # Frame flags.
 FLAG_ZLIB = 0x01  # the payload is zlib-compressed (META frames only, in format 1.0)
 COMPRESS_ABOVE = 4096  # META payloads larger than this are compressed
-MAX_INFLATED = 1 << 30  # a compressed payload inflating past this is damage
 
 MAX_HEADER_SIZE = 64 << 20
 MAX_FRAME_SIZE = 1 << 30  # a frame claiming more is damage, never an allocation
@@ -100,11 +105,9 @@ def _packb(obj: Any) -> bytes:
     return data
 
 
-def _unpackb(data: bytes | memoryview, what: str) -> Any:
-    try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=False)
-    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise FormatError(f"the {what} is not valid msgpack ({exc}).") from None
+def _unpackb(data: bytes | memoryview, what: str, budget: Budget | None = None) -> Any:
+    """Untrusted msgpack, within the reader's limits (see :mod:`profiler.format.bounded`)."""
+    return unpack(data, what, budget)
 
 
 # --- writer -----------------------------------------------------------------------------------
@@ -347,12 +350,12 @@ class Frame:
     def kind_name(self) -> str:
         return FRAME_NAMES.get(self.kind, f"kind{self.kind}")
 
-    def meta(self) -> tuple[str, dict[str, Any]]:
-        """(kind, data) of a META frame."""
+    def meta(self, budget: Budget | None = None) -> tuple[str, dict[str, Any]]:
+        """(kind, data) of a META frame, inflating and decoding within ``budget``."""
         payload: bytes | memoryview = self.payload
         if self.flags & FLAG_ZLIB:
-            payload = _inflate(self.payload)
-        obj = _unpackb(payload, "metadata frame")
+            payload = inflate(self.payload, "compressed metadata frame", budget)
+        obj = _unpackb(payload, "metadata frame", budget)
         if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
             raise FormatError("a metadata frame lacks its kind.")
         data = obj.get("data")
@@ -399,17 +402,6 @@ def _zstd() -> Any:
     except ImportError:  # pragma: no cover - a main dependency
         raise ProfilerError("reading or writing DWARF captures needs the 'zstandard' package.") from None
     return zstandard
-
-
-def _inflate(data: memoryview) -> bytes:
-    inflater = zlib.decompressobj()
-    try:
-        out = inflater.decompress(data, MAX_INFLATED)
-    except zlib.error as exc:
-        raise FormatError(f"a compressed metadata frame is damaged ({exc}).") from None
-    if inflater.unconsumed_tail:
-        raise FormatError("a compressed metadata frame inflates past the format's limit.")
-    return out
 
 
 @dataclass
@@ -533,6 +525,9 @@ class CaptureReader:
 
     @property
     def warnings(self) -> list[str]:
+        """What the reader skipped: damaged frames, and damaged metadata (read first)."""
+        if self._meta is None:
+            self._meta = self._read_metadata()
         return self.scan().warnings
 
     @property
@@ -567,8 +562,29 @@ class CaptureReader:
         """(kind, payload) of every META frame, in file order. Decoded (and inflated) once:
         readers ask for several kinds, and a kallsyms snapshot is megabytes of zlib."""
         if self._meta is None:
-            self._meta = [f.meta() for f in self.iter_frames() if f.kind == FRAME_META]
+            self._meta = self._read_metadata()
         yield from self._meta
+
+    def _read_metadata(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every META frame of a kind this reader knows, checked (:mod:`validate`); a frame of
+        another kind (a newer writer's) is skipped without inflating it, a damaged one with a
+        warning; all of them together inflate within a budget set by the file's size."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        budget = Budget(self._file_size)
+        warnings = self.scan().warnings
+        for frame in self.scan().frames:
+            if frame.kind != FRAME_META:
+                continue
+            if peek_kind(frame.payload, bool(frame.flags & FLAG_ZLIB)) not in KNOWN_META_KINDS:
+                continue
+            try:
+                kind, data = frame.meta(budget)
+                warnings.extend(check_meta(kind, data))
+            except (FormatError, MetaError) as exc:
+                warnings.append(f"a damaged metadata frame (number {frame.seq}) was skipped: {exc}")
+                continue
+            out.append((kind, data))
+        return out
 
     # -- records --
     def iter_records(self) -> Iterator[Any]:
@@ -685,14 +701,7 @@ def _parse_file_header(path: Path, data: bytes | mmap.mmap) -> tuple[dict[str, A
 
 
 def _check_header(path: Path, header: dict[str, Any]) -> None:
-    events = header.get("events")
-    if not isinstance(events, list) or not events:
-        raise FormatError(f"{path} has a header without events.")
-    for ev in events:
-        if not isinstance(ev, dict) or not isinstance(ev.get("attr"), dict):
-            raise FormatError(f"{path} has an event without its perf_event_attr.")
-    if header.get("byte_order", "little") not in ("little", "big"):
-        raise FormatError(f"{path} names an unknown byte order {header.get('byte_order')!r}.")
+    check_header(str(path), header)
 
 
 def _scan_frames(view: memoryview, pos: int,
@@ -726,8 +735,7 @@ def _scan_frames(view: memoryview, pos: int,
         if kind == FRAME_TRAILER:
             result.clean_end = True
             try:
-                trailer = _unpackb(payload, "trailer")
-                result.trailer = trailer if isinstance(trailer, dict) else {}
+                result.trailer = check_trailer(_unpackb(payload, "trailer"))
             except FormatError:
                 result.trailer = {}
             if pos < end:

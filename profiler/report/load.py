@@ -549,7 +549,7 @@ def _dense_ids(key: I64) -> I64:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     lo, hi = int(key.min()), int(key.max())
-    if hi - lo < _TABLE_LIMIT:
+    if hi - lo < min(_TABLE_LIMIT, 8 * n + 65536):  # a table costs 9 bytes per key value: never far above n
         rel = key - lo
         present = np.zeros(hi - lo + 1, dtype=bool)
         present[rel] = True

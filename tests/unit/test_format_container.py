@@ -332,13 +332,13 @@ def test_append_to_unwritable_capture_leaves_it_unchanged(tmp_path: Path) -> Non
 
 def _capture_at(path: Path, comm: str) -> None:
     writer = CaptureWriter.create(path, make_test_header(), keep_old=True)
-    writer.write_meta("note", {"comm": comm})
+    writer.write_meta("kernel", {"release": comm})
     writer.close()
 
 
 def _note(path: Path) -> str:
     with CaptureReader.open(path) as reader:
-        return str(reader.metadata("note")[0]["comm"])
+        return str(reader.metadata("kernel")[0]["release"])
 
 
 def test_a_new_capture_keeps_the_previous_one_as_old(tmp_path: Path) -> None:

@@ -195,7 +195,7 @@ class SymbolSources:
             table = SymbolTable.from_packed(entry.data["symtab"])
             layout_data = entry.data.get("layout")
             layout = None if layout_data is None else ElfLayout.from_packed(layout_data)
-        except (FormatError, KeyError, TypeError) as exc:
+        except (FormatError, KeyError, TypeError, ValueError, OverflowError) as exc:
             self.warnings.append(f"the packed symbols of {entry.path} are damaged ({exc}); they were ignored.")
             return None
         lines = entry.data.get("lines")
@@ -381,7 +381,7 @@ class SymbolSources:
         if entry is not None:
             try:
                 return KernelSymbols.from_packed(entry.data["kallsyms"]), PACKED, ""
-            except (FormatError, KeyError, TypeError) as exc:
+            except (FormatError, KeyError, TypeError, ValueError, OverflowError) as exc:
                 self.warnings.append(f"the packed kernel symbols are damaged ({exc}); they were ignored.")
         note = "the capture has no kallsyms snapshot"
         snapshot = self._snapshot()

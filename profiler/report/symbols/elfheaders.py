@@ -97,7 +97,7 @@ class ElfLayout:
     def from_packed(cls, packed: Mapping[str, Any]) -> ElfLayout:
         """Inverse of :meth:`to_packed`; damaged data raises :class:`FormatError`."""
         try:
-            segments = tuple(LoadSegment(*(int(v) for v in row)) for row in packed["segments"])
+            segments = tuple(LoadSegment(*(_u64(v) for v in row)) for row in packed["segments"])
             build_id = packed["build_id"]
             return cls(
                 build_id=None if build_id is None else str(build_id),
@@ -105,5 +105,12 @@ class ElfLayout:
                 machine=str(packed["machine"]),
                 load_segments=segments,
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise FormatError(f"packed ELF layout is damaged ({exc})") from exc
+
+
+def _u64(value: Any) -> int:
+    """An unsigned 64-bit integer from packed (untrusted) data; ValueError otherwise."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 64:
+        raise ValueError(f"{value!r} is not a 64-bit unsigned integer")
+    return value

@@ -122,6 +122,8 @@ class LineTable:
         try:
             if int(packed["version"]) != PACKED_VERSION:
                 raise FormatError(f"packed line table version {packed['version']} is not supported")
+            if not all(isinstance(packed[k], (bytes, bytearray)) for k in ("addrs", "start", "entries")):
+                raise ValueError("a column is not bytes")  # bytes(10**9) would allocate it
             addrs = np.frombuffer(bytes(packed["addrs"]), "<u8").tolist()
             start = np.frombuffer(bytes(packed["start"]), "<u4").tolist()
             entries = np.frombuffer(bytes(packed["entries"]), "<u4").reshape(-1, 3).tolist()
@@ -133,7 +135,7 @@ class LineTable:
             for i, a in enumerate(addrs):
                 rows = entries[start[i]:start[i + 1]]
                 table[int(a)] = tuple(SourceFrame(functions[f], files[p], int(n)) for f, p, n in rows)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
             raise FormatError(f"packed line table is damaged ({exc})") from exc
         return cls(None, 0, table)
 

@@ -256,10 +256,13 @@ class SymbolTable:
             count = int(packed["count"])
             if int(packed["version"]) != PACKED_VERSION:
                 raise FormatError(f"packed symbol table version {packed['version']} is not supported")
-            starts = np.frombuffer(bytes(packed["starts"]), dtype=U64).copy()
-            sizes = np.frombuffer(bytes(packed["sizes"]), dtype=U64)
-            blob = bytes(packed["names"])
-        except (KeyError, TypeError, ValueError) as exc:
+            raw = [packed[k] for k in ("starts", "sizes", "names")]
+            if not all(isinstance(v, (bytes, bytearray)) for v in raw):  # bytes(10**9) would allocate
+                raise FormatError("packed symbol table is damaged (a column is not bytes)")
+            starts = np.frombuffer(bytes(raw[0]), dtype=U64).copy()
+            sizes = np.frombuffer(bytes(raw[1]), dtype=U64)
+            blob = bytes(raw[2])
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise FormatError(f"packed symbol table is damaged ({exc})") from exc
         name_off = _split_offsets(blob, count)
         if starts.shape[0] != count or sizes.shape[0] != count or name_off is None:

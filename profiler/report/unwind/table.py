@@ -24,6 +24,8 @@ Addresses are the DSO's own virtual addresses (``p_vaddr`` space, as in the ELF 
 from __future__ import annotations
 
 import io
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,8 @@ SAME, UNDEF, AT_CFA, VAL_CFA, AT_REG, UNSUPPORTED = 0, 1, 2, 3, 4, 5
 FLAG_SIGNAL = 1
 
 TABLE_VERSION = 1  # of the arrays below; a cache or archive entry of another version is rebuilt
+
+MAX_INFLATION = 64  # an untrusted table may inflate to this many times its stored bytes (libc, python3.11: ~30)
 
 
 @dataclass
@@ -113,9 +117,13 @@ class RuleTable:
     def from_bytes(cls, data: bytes) -> RuleTable:
         """Parse ``to_bytes`` output; ValueError when it is not one (or of another version)."""
         try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:  # an .npz: bound what it inflates to
+                inflated = sum(info.file_size for info in archive.infolist())
+            if inflated > MAX_INFLATION * len(data) + (1 << 20):
+                raise ValueError(f"it would inflate to {inflated} bytes")
             with np.load(io.BytesIO(data), allow_pickle=False) as npz:
                 arrays: dict[str, Any] = {k: npz[k] for k in ("meta", *cls._ARRAYS)}
-        except (OSError, KeyError, EOFError, ValueError) as exc:
+        except (OSError, KeyError, EOFError, ValueError, TypeError, zlib.error, zipfile.BadZipFile) as exc:
             raise ValueError(f"not an unwind table ({exc})") from None
         version, arch, source = bytes(arrays.pop("meta")).decode("ascii", "replace").split("|", 2)
         if version != str(TABLE_VERSION):

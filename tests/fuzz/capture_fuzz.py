@@ -1,0 +1,669 @@
+"""Structure-aware fuzzing of the capture reader: mutated captures against the real CLI.
+
+A capture is parsed into its parts (file header map, frames, the records of raw and synth
+frames, the maps of metadata frames); a mutation changes one part the way a damaged or
+hostile file would — a header or attr field of the wrong type or out of range, a metadata
+payload of the wrong shape or a decompression bomb, a record field (sizes, callchain ``nr``,
+MMAP2 ``len``, ids, paths), a frame's kind, flags, sequence or length, a cut, garbage
+between frames — and re-seals checksums where that gets the damage past the container's
+CRCs, so the decoders behind them see it.
+
+Each mutated file is run through one command of the CLI (``info``, ``report``, ``script``,
+``buildids``, ``export``, ``flamegraph``, ``dump``) in a forked child of a warmed-up parent
+(imports done once), with an address-space limit (RLIMIT_AS) and a timeout (SIGALRM then
+SIGKILL). A run fails on a Python traceback, a crash, a hang or running out of memory; a
+clean refusal (one ``profiler:`` sentence, non-zero exit) is a pass. The peak RSS of every
+child is recorded (``wait4``'s ``ru_maxrss``).
+
+Usage: python tests/fuzz/capture_fuzz.py [--count N] [--seed S] [--jobs J] [--save DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import random
+import resource
+import signal
+import struct
+import sys
+import tempfile
+import time
+import traceback
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+ROOT = Path(__file__).resolve().parents[2]
+SEEDS = ROOT / "fixtures" / "captures"
+MAGIC = b"\x7fPROFCAP"
+FILE_HEAD = struct.Struct("<8sHHII")
+FRAME_HEAD = struct.Struct("<BBHIII")
+TIMEOUT_S = 20
+MEMORY_MARGIN = 768 << 20  # address space a child may add to the warmed parent's
+
+
+# --- the parts of a capture ------------------------------------------------------------------
+
+
+@dataclass
+class FrameParts:
+    kind: int
+    flags: int
+    cpu: int
+    seq: int
+    payload: bytes
+
+
+@dataclass
+class CaptureParts:
+    major: int
+    minor: int
+    header: dict[str, Any]
+    frames: list[FrameParts] = field(default_factory=list)
+
+
+def parse(data: bytes) -> CaptureParts:
+    _, major, minor, hlen, _ = FILE_HEAD.unpack_from(data, 0)
+    header = msgpack.unpackb(data[20:20 + hlen], raw=False, strict_map_key=False)
+    pos = 20 + hlen
+    pos += -pos % 8
+    parts = CaptureParts(major, minor, header)
+    while pos + 16 <= len(data):
+        kind, flags, cpu, length, seq, _ = FRAME_HEAD.unpack_from(data, pos)
+        payload = data[pos + 16:pos + 16 + length]
+        parts.frames.append(FrameParts(kind, flags, cpu, seq, payload))
+        pos += 16 + length + (-length % 8)
+    return parts
+
+
+def frame_bytes(f: FrameParts, crc: bool = True) -> bytes:
+    prefix = struct.pack("<BBHII", f.kind, f.flags, f.cpu, len(f.payload), f.seq)
+    check = zlib.crc32(f.payload, zlib.crc32(prefix)) if crc else 0xDEADBEEF
+    return prefix + struct.pack("<I", check) + f.payload + b"\0" * (-len(f.payload) % 8)
+
+
+def header_bytes(parts: CaptureParts, raw_header: bytes | None = None) -> bytes:
+    body = raw_header if raw_header is not None else msgpack.packb(parts.header, use_bin_type=True)
+    head = FILE_HEAD.pack(MAGIC, parts.major, parts.minor, len(body), zlib.crc32(body))
+    return head + body + b"\0" * (-(len(head) + len(body)) % 8)
+
+
+def build(parts: CaptureParts, raw_header: bytes | None = None) -> bytes:
+    return header_bytes(parts, raw_header) + b"".join(frame_bytes(f) for f in parts.frames)
+
+
+def meta_of(f: FrameParts) -> dict[str, Any]:
+    payload = zlib.decompress(f.payload) if f.flags & 1 else f.payload
+    obj = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    assert isinstance(obj, dict)
+    return obj
+
+
+def set_meta(f: FrameParts, obj: Any, compress: bool | None = None) -> None:
+    body = msgpack.packb(obj, use_bin_type=True)
+    if compress if compress is not None else f.flags & 1:
+        f.payload, f.flags = zlib.compress(body, 1), f.flags | 1
+    else:
+        f.payload, f.flags = body, f.flags & ~1
+
+
+def record_spans(payload: bytes) -> list[tuple[int, int]]:
+    """(offset, size) of each whole kernel record in a raw/synth payload (little endian)."""
+    out, pos = [], 0
+    while pos + 8 <= len(payload):
+        size = struct.unpack_from("<H", payload, pos + 6)[0]
+        if size < 8 or pos + size > len(payload):
+            break
+        out.append((pos, size))
+        pos += size
+    return out
+
+
+# --- hostile values ------------------------------------------------------------------------
+
+
+def hostile_value(rng: random.Random) -> Any:
+    choices: list[Callable[[], Any]] = [
+        lambda: None, lambda: -1, lambda: 0, lambda: 2**64 - 1, lambda: 2**63, lambda: -(2**63),
+        lambda: 2**40, lambda: float("nan"), lambda: float("inf"), lambda: -float("inf"), lambda: 1.5,
+        lambda: True, lambda: "x", lambda: "../" * 8 + "etc/passwd", lambda: b"\xff" * 9, lambda: [],
+        lambda: {}, lambda: [None] * 1000, lambda: {"a": [1, {"b": None}]}, lambda: [[[[[]]]]] * 50,
+        lambda: "\u0000/\u202e", lambda: 2**31, lambda: -(2**31) - 1, lambda: 65536, lambda: "0" * 5000,
+        lambda: {1: 2, None: 3}, lambda: [-1] * 20, lambda: rng.randrange(-(2**63), 2**64),
+        lambda: msgpack.ExtType(5, b"ext"),
+    ]
+    return rng.choice(choices)()
+
+
+def paths_in(obj: Any, prefix: tuple[Any, ...] = (), depth: int = 0) -> Iterator[tuple[Any, ...]]:
+    """Every key path of nested maps/lists (lists: a few indices)."""
+    if depth > 6:
+        return
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield (*prefix, k)
+            yield from paths_in(v, (*prefix, k), depth + 1)
+    elif isinstance(obj, list) and obj:
+        for i in {0, len(obj) - 1, len(obj) // 2}:
+            yield (*prefix, i)
+            yield from paths_in(obj[i], (*prefix, i), depth + 1)
+
+
+def mutate_tree(obj: Any, rng: random.Random) -> None:
+    """Replace, delete or add one value somewhere inside ``obj`` (a map)."""
+    paths = list(paths_in(obj))
+    if not paths:
+        return
+    path = rng.choice(paths)
+    parent = obj
+    for key in path[:-1]:
+        parent = parent[key]
+    last = path[-1]
+    roll = rng.random()
+    if roll < 0.75:
+        parent[last] = hostile_value(rng)
+    elif roll < 0.9 and isinstance(parent, dict):
+        del parent[last]
+    elif isinstance(parent, list):
+        parent.extend([parent[last]] * rng.choice([1, 10, 1000]))
+    else:
+        parent[rng.choice(["zz_new", 7, "events", "entries", "text"])] = hostile_value(rng)
+
+
+# --- mutations -------------------------------------------------------------------------------
+
+Mutation = Callable[[CaptureParts, random.Random], bytes]
+
+
+def m_header_field(parts: CaptureParts, rng: random.Random) -> bytes:
+    mutate_tree(parts.header, rng)
+    return build(parts)
+
+
+def m_attr_field(parts: CaptureParts, rng: random.Random) -> bytes:
+    events = parts.header.get("events") or []
+    if not events:
+        return m_header_field(parts, rng)
+    ev = rng.choice(events)
+    attr = ev.get("attr") or {}
+    key = rng.choice(sorted(attr) + ["ids", "name"]) if attr else "ids"
+    target = ev if key in ("ids", "name") else attr
+    target[key] = rng.choice([hostile_value(rng), rng.getrandbits(64), 1 << rng.randrange(64)])
+    if rng.random() < 0.3:  # a second event, same layout, unknown or clashing ids
+        parts.header["events"].append({"name": "page-faults", "attr": dict(attr), "ids": [rng.getrandbits(64)]})
+    return build(parts)
+
+
+def m_raw_header(parts: CaptureParts, rng: random.Random) -> bytes:
+    """The header map itself damaged: not a map, a nil bomb, deep nesting, truncated."""
+    bombs = [
+        msgpack.packb([None] * rng.choice([10, 100000])),
+        b"\xdd\xff\xff\xff\xff",  # array32 claiming 2^32-1 items
+        b"\xdf\xff\xff\xff\xff",  # map32 claiming 2^32-1 entries
+        b"\x91" * 5000 + b"\xc0",  # deeply nested arrays
+        msgpack.packb({"events": [{"attr": {}}] * 200000}),
+        msgpack.packb(parts.header)[:-3],
+        msgpack.packb(parts.header) + b"\xc0",
+    ]
+    return build(parts, rng.choice(bombs))
+
+
+def _meta_frames(parts: CaptureParts) -> list[FrameParts]:
+    return [f for f in parts.frames if f.kind == 4]
+
+
+def m_meta_field(parts: CaptureParts, rng: random.Random) -> bytes:
+    metas = _meta_frames(parts)
+    if not metas:
+        return m_header_field(parts, rng)
+    f = rng.choice(metas)
+    obj = meta_of(f)
+    mutate_tree(obj, rng)
+    set_meta(f, obj)
+    return build(parts)
+
+
+def m_meta_bomb(parts: CaptureParts, rng: random.Random) -> bytes:
+    """Metadata that is small in the file and huge once inflated or unpacked."""
+    kind = rng.choice(["kallsyms", "buildids", "symbols", "vdso", "kernel", "no-such-kind", "lost", "stats"])
+    n = rng.choice([1 << 20, 16 << 20, 64 << 20])
+    choice = rng.randrange(6)
+    if choice == 0:  # a long string of zeros
+        body = msgpack.packb({"kind": kind, "data": {"text": "0" * n}})
+    elif choice == 1:  # an array of nils
+        body = b"\x82\xa4kind" + msgpack.packb(kind) + b"\xa4data\x81\xa7entries\xdd" + struct.pack(">I", n) + b"\xc0" * n
+    elif choice == 2:  # an array of empty maps
+        body = b"\x82\xa4kind" + msgpack.packb(kind) + b"\xa4data\x81\xa7entries\xdd" + struct.pack(">I", n // 4) + b"\x80" * (n // 4)
+    elif choice == 3:  # many frames of the same, each below the per-frame limit
+        body = msgpack.packb({"kind": kind, "data": {"text": "1" * (n // 8)}})
+        frames = [FrameParts(4, 1, 0xFFFF, 0, zlib.compress(body, 9)) for _ in range(16)]
+        parts.frames[1:1] = frames
+        _renumber(parts)
+        return build(parts)
+    elif choice == 4:  # a zlib stream that never ends cleanly
+        body = zlib.compress(b"\0" * n, 9)[:-8]
+        parts.frames.insert(1, FrameParts(4, 1, 0xFFFF, 0, body))
+        _renumber(parts)
+        return build(parts)
+    else:  # many small maps nested in lists
+        body = msgpack.packb({"kind": kind, "data": {"entries": [[{}] * 1000] * (n // 4000)}})
+    parts.frames.insert(rng.randrange(len(parts.frames) + 1), FrameParts(4, 1, 0xFFFF, 0, zlib.compress(body, 9)))
+    _renumber(parts)
+    return build(parts)
+
+
+def _renumber(parts: CaptureParts) -> None:
+    for i, f in enumerate(parts.frames):
+        f.seq = i
+
+
+def _record_frames(parts: CaptureParts) -> list[FrameParts]:
+    return [f for f in parts.frames if f.kind in (1, 2) and len(f.payload) >= 8]
+
+
+U64_HOSTILE = [0, 1, 7, 8, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 2**63, 2**64 - 1, 2**64 - 8, 2**32, 0x10000]
+
+
+def m_record_field(parts: CaptureParts, rng: random.Random) -> bytes:
+    frames = _record_frames(parts)
+    if not frames:
+        return m_frame(parts, rng)
+    f = rng.choice(frames)
+    spans = record_spans(f.payload)
+    if not spans:
+        return m_frame(parts, rng)
+    off, size = rng.choice(spans)
+    data = bytearray(f.payload)
+    roll = rng.random()
+    if roll < 0.15:  # the record's type or size
+        if rng.random() < 0.5:
+            struct.pack_into("<I", data, off, rng.choice([0, 1, 9, 10, 11, 15, 20, 64, 68, 99, 0xFFFFFFFF]))
+        else:
+            struct.pack_into("<H", data, off + 6, rng.choice([0, 8, 9, 16, size + 8, size - 8 if size > 8 else 8, 0xFFF8, 0xFFFF]))
+    elif roll < 0.25:  # misc flags (the MMAP2 build-id flag among them)
+        struct.pack_into("<H", data, off + 4, rng.choice([0, 1 << 14, 0xFFFF, 1 << 13, 1 << 15]))
+    else:  # a u64/u32 field inside the body
+        field_off = off + 8 + 8 * rng.randrange(max((size - 8) // 8, 1))
+        if field_off + 8 <= off + size:
+            if rng.random() < 0.7:
+                struct.pack_into("<Q", data, field_off, rng.choice(U64_HOSTILE))
+            else:
+                struct.pack_into("<I", data, field_off + 4 * rng.randrange(2), rng.choice([0, 0xFFFFFFFF, 0x80000000, 20, 21]))
+    f.payload = bytes(data)
+    return build(parts)
+
+
+def m_record_path(parts: CaptureParts, rng: random.Random) -> bytes:
+    """An MMAP/MMAP2/COMM string replaced: traversal, device files, a FIFO, long, no NUL."""
+    frames = _record_frames(parts)
+    for f in rng.sample(frames, len(frames)):
+        data = bytearray(f.payload)
+        for off, size in record_spans(f.payload):
+            rtype = struct.unpack_from("<I", data, off)[0]
+            start = {1: 8 + 32, 10: 8 + 64, 3: 8 + 8}.get(rtype)
+            if start is None or start >= size:
+                continue
+            name = rng.choice([b"/../../../../etc/passwd", b"/dev/zero", b"/proc/self/fd/0", b"/dev/stdin",
+                               b"//../outside", b"/proc/kcore", b"/\xff\xfe", b"x" * 64, b"/tmp/fuzz-fifo"])
+            room = size - start
+            data[off + start:off + size] = (name + b"\0" * room)[:room]
+            f.payload = bytes(data)
+            return build(parts)
+    return m_record_field(parts, rng)
+
+
+def m_cut_payload(parts: CaptureParts, rng: random.Random) -> bytes:
+    """A raw frame whose payload stops mid-record (odd length, or a multiple of 8)."""
+    frames = _record_frames(parts)
+    if not frames:
+        return m_frame(parts, rng)
+    f = rng.choice(frames)
+    f.payload = f.payload[:rng.randrange(1, len(f.payload))]
+    return build(parts)
+
+
+def m_frame(parts: CaptureParts, rng: random.Random) -> bytes:
+    """Frame-level damage: kind, flags, cpu, sequence, duplication, deletion."""
+    if not parts.frames:
+        return build(parts)
+    f = rng.choice(parts.frames)
+    roll = rng.randrange(6)
+    if roll == 0:
+        f.kind = rng.choice([0, 6, 99, 255, 1, 2, 4, 5])
+    elif roll == 1:
+        f.flags = rng.choice([1, 2, 0xFF, 0])
+    elif roll == 2:
+        f.cpu = rng.choice([0xFFFF, 4096, 0xFFFE, 3])
+    elif roll == 3:
+        f.seq = rng.choice([0, f.seq + 1, 2**32 - 1, f.seq - 1 if f.seq else 5])
+    elif roll == 4:
+        parts.frames.insert(rng.randrange(len(parts.frames) + 1), FrameParts(**vars(rng.choice(parts.frames))))
+    else:
+        parts.frames.remove(f)
+    return build(parts)
+
+
+def m_bytes(parts: CaptureParts, rng: random.Random) -> bytes:
+    """Raw damage anywhere: flipped bytes (checksums left wrong), a cut, inserted garbage."""
+    data = bytearray(build(parts))
+    roll = rng.randrange(4)
+    if roll == 0:
+        for _ in range(rng.choice([1, 4, 32])):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    elif roll == 1:
+        data = data[:rng.randrange(len(data))]
+    elif roll == 2:
+        at = rng.randrange(20, len(data))
+        at -= at % 8
+        data[at:at] = bytes(rng.getrandbits(8) for _ in range(rng.choice([8, 16, 24, 100])))
+    else:  # a frame header in the middle of nowhere, claiming a huge length
+        at = rng.randrange(20, len(data))
+        at -= at % 8
+        data[at:at + 16] = struct.pack("<BBHIII", 1, 0, 0, rng.choice([2**30, 2**32 - 1, 64]), 3, 0)
+    return bytes(data)
+
+
+def m_resealed_bytes(parts: CaptureParts, rng: random.Random) -> bytes:
+    """Random bytes of one frame's payload changed, checksum resealed."""
+    if not parts.frames:
+        return build(parts)
+    f = rng.choice([fr for fr in parts.frames if fr.payload] or parts.frames)
+    data = bytearray(f.payload)
+    for _ in range(rng.choice([1, 2, 8, 64])):
+        if data:
+            data[rng.randrange(len(data))] = rng.getrandbits(8)
+    f.payload = bytes(data)
+    return build(parts)
+
+
+MUTATIONS: list[tuple[Mutation, int]] = [
+    (m_header_field, 10), (m_attr_field, 12), (m_raw_header, 3), (m_meta_field, 14), (m_meta_bomb, 4),
+    (m_record_field, 18), (m_record_path, 6), (m_cut_payload, 6), (m_frame, 8), (m_bytes, 8),
+    (m_resealed_bytes, 11),
+]
+
+
+def mutate(seed_data: bytes, rng: random.Random) -> tuple[str, bytes]:
+    ops, weights = zip(*MUTATIONS)
+    op = rng.choices(ops, weights)[0]
+    parts = parse(seed_data)
+    data = op(parts, rng)
+    if rng.random() < 0.15:  # a second mutation on top
+        try:
+            op2 = rng.choices(ops, weights)[0]
+            data = op2(parse(data), rng)
+        except Exception:
+            pass  # the first mutation left nothing the parser can take apart: keep it
+    return op.__name__, data
+
+
+# --- seeds --------------------------------------------------------------------------------------
+
+
+def seed_captures() -> list[bytes]:
+    """The committed captures plus one built here with several events and every metadata kind."""
+    seeds = [p.read_bytes() for p in sorted(SEEDS.glob("*.prof"))]
+    seeds.append(multi_event_seed(seeds[0]))
+    return seeds
+
+
+def multi_event_seed(base: bytes) -> bytes:
+    parts = parse(base)
+    events = parts.header["events"]
+    attr = dict(events[0]["attr"])
+    attr["sample_type"] = int(attr["sample_type"]) | (1 << 16)  # PERF_SAMPLE_IDENTIFIER
+    parts.header["events"] = [{"name": "cpu-clock", "attr": attr, "ids": [7, 8]},
+                              {"name": "page-faults", "attr": dict(attr), "ids": [9]}]
+    samples = []
+    for i in range(40):
+        ident = (7, 9, 8)[i % 3]
+        ip = 0xFFFFFFFF81000100 + i
+        body = struct.pack("<QQIIQIIQQQ", ident, ip, 100, 100, 1000 + i, i % 2, 0, 250 + ident, 1, ip)
+        samples.append(struct.pack("<IHH", 9, 1, 8 + len(body)) + body)
+    parts.frames.insert(len(parts.frames) - 1 if parts.frames else 0, FrameParts(1, 0, 0, 0, b"".join(samples)))
+    for kind, data in (("kallsyms", {"text": "ffffffff81000000 T _text\nffffffff81000100 T k_one\n",
+                                     "kptr_restrict": 0, "hidden": False}),
+                       ("kernel", {"build_id": "ab" * 20, "release": "6.0"}),
+                       ("lost", {"per_cpu": {0: 3}}), ("stats", {"samples": 40}),
+                       ("modules", {"text": "mod 4096 0 - Live 0xffffffffc0000000\n"}),
+                       ("buildids", {"entries": [{"path": "/usr/bin/demo", "build_id": "cd" * 20, "source": "file",
+                                                  "maj": 8, "min": 1, "ino": 1234, "ino_generation": 0}]})):
+        parts.frames.insert(1, FrameParts(4, 0, 0xFFFF, 0, msgpack.packb({"kind": kind, "data": data})))
+    _renumber(parts)
+    return build(parts)
+
+
+# --- running one input -------------------------------------------------------------------------
+
+COMMANDS = [
+    ["info"], ["report", "--stdio"], ["report", "-g", "caller"], ["report", "--no-children", "--sort", "dso,sym"],
+    ["script"], ["buildids"], ["export", "-f", "speedscope"], ["export", "-f", "folded"], ["flamegraph"],
+    ["dump"], ["report", "--format", "json"], ["report", "--stats"],
+]
+
+
+def command_for(rng: random.Random, path: Path, out_dir: Path) -> list[str]:
+    cmd = list(rng.choice(COMMANDS))
+    if cmd == ["report", "--stdio"]:
+        cmd = ["report"]
+    if cmd[0] == "flamegraph":
+        cmd += ["-o", str(out_dir / "fg.html")]
+    if cmd[0] in ("report", "script", "export", "flamegraph", "buildids") and rng.random() < 0.3:
+        cmd += ["--symfs", str(out_dir / "symfs"), "--debug-dir", str(out_dir / "debug")]
+    return [*cmd, "-i", str(path)]
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    why: str  # "" when ok; "traceback", "signal N", "timeout", "memory"
+    detail: str
+    maxrss_kb: int
+
+
+def run_child(argv: list[str], mem_limit: int, timeout: int) -> Outcome:
+    """Run the CLI on ``argv`` in a forked child with limits; classify how it ended."""
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 0
+        try:
+            os.close(err_r)
+            resource.setrlimit(resource.RLIMIT_AS, (mem_limit, mem_limit))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            signal.alarm(timeout)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(err_w, 2)
+            sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)
+            sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), write_through=True)
+            from profiler.cli import main
+
+            main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except MemoryError:
+            os.write(err_w, b"\nFUZZ-MEMORY\n")
+            code = 97
+        except BaseException:
+            os.write(err_w, b"\nFUZZ-TRACEBACK\n" + traceback.format_exc().encode(errors="replace")[-6000:])
+            code = 98
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except BaseException:
+                pass
+        os._exit(code if 0 <= code < 256 else 1)
+    os.close(err_w)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(err_r, 65536)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        if sum(len(c) for c in chunks) < 1 << 20:
+            chunks.append(chunk)
+    os.close(err_r)
+    _, status, usage = os.wait4(pid, 0)
+    stderr = b"".join(chunks).decode(errors="replace")
+    rss = int(usage.ru_maxrss)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        why = "timeout" if sig == signal.SIGALRM else f"signal {sig}"
+        return Outcome(False, why, stderr[-3000:], rss)
+    code = os.WEXITSTATUS(status)
+    if "FUZZ-MEMORY" in stderr or "MemoryError" in stderr:
+        return Outcome(False, "memory", stderr[-3000:], rss)
+    if "FUZZ-TRACEBACK" in stderr or "Traceback (most recent call last)" in stderr:
+        return Outcome(False, "traceback", stderr[-6000:], rss)
+    if code not in (0, 1, 2):
+        return Outcome(False, f"exit {code}", stderr[-3000:], rss)
+    if code and not any(line.startswith("profiler: ") for line in stderr.splitlines()):
+        return Outcome(False, "no sentence", stderr[-3000:], rss)
+    return Outcome(True, "", "", rss)
+
+
+def warm_up(seed: Path, out_dir: Path) -> None:
+    """Import every command's modules in the parent, so each child starts warm."""
+    import contextlib
+
+    from profiler.cli import main
+
+    for cmd in COMMANDS:
+        argv = [*cmd, "-i", str(seed)] if cmd[0] != "flamegraph" else [*cmd, "-o", str(out_dir / "fg.html"), "-i", str(seed)]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                main(argv)
+            except SystemExit:
+                pass
+
+
+def vm_size() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 1 << 30
+
+
+@dataclass
+class Report:
+    runs: int = 0
+    failures: list[tuple[str, str, list[str], str, str]] = field(default_factory=list)  # op, why, argv, saved, detail
+    worst_rss_kb: int = 0
+    worst_rss_op: str = ""
+    by_op: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def campaign(count: int, seed: int, save: Path | None = None, worker: int = 0, jobs: int = 1,
+             timeout: int = TIMEOUT_S) -> Report:
+    """Run ``count`` mutations (this worker's share: every ``jobs``-th, from ``worker``)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    seeds = seed_captures()
+    report = Report()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="capture-fuzz-") as tmp:
+        work = Path(tmp)
+        (work / "symfs").mkdir()
+        (work / "debug").mkdir()
+        os.mkfifo(work / "symfs" / "fifo")
+        seed_path = work / "seed.prof"
+        seed_path.write_bytes(seeds[0])
+        warm_up(seed_path, work)
+        mem_limit = vm_size() + MEMORY_MARGIN
+        path = work / "input.prof"
+        for i in range(worker, count, jobs):
+            rng = random.Random(f"{seed}:{i}")
+            op, data = mutate(rng.choice(seeds), rng)
+            path.write_bytes(data)
+            argv = command_for(rng, path, work)
+            outcome = run_child(argv, mem_limit, timeout)
+            report.runs += 1
+            report.by_op[op] = report.by_op.get(op, 0) + 1
+            if outcome.maxrss_kb > report.worst_rss_kb:
+                report.worst_rss_kb, report.worst_rss_op = outcome.maxrss_kb, f"{op} #{i} {' '.join(argv[:-2])}"
+            if not outcome.ok:
+                saved = ""
+                if save is not None:
+                    save.mkdir(parents=True, exist_ok=True)
+                    target = save / f"fuzz-{seed}-{i}-{op}.prof"
+                    target.write_bytes(data)
+                    saved = str(target)
+                report.failures.append((op, outcome.why, argv[:-2], saved, outcome.detail))
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def parallel_campaign(count: int, seed: int, jobs: int, save: Path | None = None,
+                      timeout: int = TIMEOUT_S) -> Report:
+    """``jobs`` worker processes, each a campaign over its share; their reports merged."""
+    import pickle
+
+    pipes = []
+    for w in range(jobs):
+        r, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - a worker
+            os.close(r)
+            try:
+                rep = campaign(count, seed, save, w, jobs, timeout)
+                data = pickle.dumps(rep)
+            except BaseException:
+                data = pickle.dumps(Report(failures=[("worker", "traceback", [], "", traceback.format_exc())]))
+            with os.fdopen(wfd, "wb") as fh:
+                fh.write(data)
+            os._exit(0)
+        os.close(wfd)
+        pipes.append((pid, r))
+    total = Report()
+    for pid, r in pipes:
+        with os.fdopen(r, "rb") as fh:
+            data = fh.read()
+        os.waitpid(pid, 0)
+        rep: Report = pickle.loads(data) if data else Report(failures=[("worker", "died", [], "", "")])
+        total.runs += rep.runs
+        total.failures.extend(rep.failures)
+        total.seconds = max(total.seconds, rep.seconds)
+        for k, v in rep.by_op.items():
+            total.by_op[k] = total.by_op.get(k, 0) + v
+        if rep.worst_rss_kb > total.worst_rss_kb:
+            total.worst_rss_kb, total.worst_rss_op = rep.worst_rss_kb, rep.worst_rss_op
+    return total
+
+
+def summary(rep: Report) -> str:
+    lines = [f"{rep.runs} mutations in {rep.seconds:.0f} s, {len(rep.failures)} failures; "
+             f"peak RSS of a child {rep.worst_rss_kb / 1024:.0f} MB ({rep.worst_rss_op})",
+             "by mutation: " + ", ".join(f"{k} {v}" for k, v in sorted(rep.by_op.items()))]
+    for op, why, argv, saved, detail in rep.failures[:20]:
+        lines.append(f"--- {why} after {op}: profiler {' '.join(argv)} {saved}\n{detail.strip()[-1500:]}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--count", type=int, default=20000)
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--save", type=Path, default=ROOT / "out" / "fuzz-failures")
+    parser.add_argument("--timeout", type=int, default=TIMEOUT_S)
+    args = parser.parse_args()
+    print(f"fuzzing with seed {args.seed}, {args.count} mutations, {args.jobs} jobs", flush=True)
+    rep = parallel_campaign(args.count, args.seed, args.jobs, args.save, args.timeout)
+    print(summary(rep))
+    return 1 if rep.failures else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())
