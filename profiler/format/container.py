@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import numpy as np
 
 from profiler import __version__
 from profiler.errors import (
@@ -193,6 +194,10 @@ class CaptureWriter:
             raise ProfilerError(f"{target} is a perf.data file: convert it first "
                                 f"(profiler import {target} -o OUT).")
         scan = reader.scan()
+        if scan.frames and scan.frames[-1].cut:
+            reader.close()
+            raise ProfilerError(f"{target} ends inside a frame (its whole records are read, but the frame "
+                                f"cannot be extended): write a copy with -o OUT.")
         keep = scan.frames[-1] if scan.frames else None
         end = scan.frames_end  # in the file (frames of an inflated image have other offsets)
         next_seq = keep.seq + 1 if keep is not None else 0
@@ -345,6 +350,7 @@ class Frame:
     offset: int  # file offset of the frame header
     payload: memoryview
     flags: int = 0
+    cut: bool = False  # the file ends inside this frame: its whole records kept, checksum unverified
 
     @property
     def kind_name(self) -> str:
@@ -475,7 +481,8 @@ class CaptureReader:
     def scan(self) -> ScanResult:
         """Walk every frame once (cached): checks checksums, finds the trailer and damage."""
         if self._scan is None:
-            self._scan = _scan_frames(self._view, self._frames_start, self.release)
+            self._scan = _scan_frames(self._view, self._frames_start, self.release,
+                                      str(self.header.get("byte_order", "little")))
             if any(f.kind == FRAME_RAW_ZSTD for f in self._scan.frames):
                 self._expand(self._scan)
         return self._scan
@@ -704,49 +711,158 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
     check_header(str(path), header)
 
 
-def _scan_frames(view: memoryview, pos: int,
-                 release: Callable[[int, int], None] | None = None) -> ScanResult:
-    result = ScanResult(data_end=pos, frames_end=pos)
-    released = 0
-    end = len(view)
-    expected_seq = 0
-    while pos < end:
-        if pos + FRAME_HEADER_SIZE > end:
-            result.warnings.append(_damage_note("an incomplete frame header", pos, end))
-            break
-        kind, flags, cpu, length, seq, crc = _FRAME_HEAD.unpack_from(view, pos)
+def _scan_frames(view: memoryview, pos: int, release: Callable[[int, int], None] | None = None,
+                 byte_order: str = "little") -> ScanResult:
+    """Every valid frame from ``pos``: checksummed, in sequence. A damaged stretch is skipped
+    and the walk resumes at the next valid frame (searched at 8-byte boundaries with numpy,
+    with bounded checksum work); a file cut inside its last raw or synth frame keeps that
+    frame's whole records. Every skip is a warning saying where and how many bytes."""
+    return _FrameWalk(view, pos, release, byte_order).run()
+
+
+_RESYNC_CRC_PER_BYTE = 4  # checksummed bytes a resync may spend per byte of the file
+_SEARCH_WINDOW = 16 << 20  # bytes looked at with numpy at a time
+_MAX_CPU = 1 << 12
+
+
+class _FrameWalk:
+    def __init__(self, view: memoryview, pos: int, release: Callable[[int, int], None] | None,
+                 byte_order: str) -> None:
+        self.view, self.end, self.pos = view, len(view), pos
+        self.release, self.released = release, 0
+        self.size_of = struct.Struct("<H" if byte_order != "big" else ">H").unpack_from
+        self.last_seq = -1
+        self.crc_budget = _RESYNC_CRC_PER_BYTE * self.end + (1 << 20)
+        self.result = ScanResult(data_end=pos, frames_end=pos)
+
+    def frame_at(self, pos: int) -> tuple[Frame | None, str]:
+        """The valid frame at ``pos``, or None and why not."""
+        if pos + FRAME_HEADER_SIZE > self.end:
+            return None, "an incomplete frame header"
+        kind, flags, cpu, length, seq, crc = _FRAME_HEAD.unpack_from(self.view, pos)
         body = pos + FRAME_HEADER_SIZE
-        if length > MAX_FRAME_SIZE or body + length > end:
-            result.warnings.append(_damage_note("an incomplete frame", pos, end))
-            break
-        payload = view[body:body + length]
-        check = zlib.crc32(payload, zlib.crc32(view[pos:pos + 12]))
-        if check != crc or seq != expected_seq:
-            what = "a damaged frame (checksum mismatch)" if check != crc else "a frame out of sequence"
-            result.warnings.append(_damage_note(what, pos, end))
-            break
-        frame = Frame(kind, cpu, seq, pos, payload, flags)
-        expected_seq += 1
-        if release is not None and pos - released >= _RELEASE_EVERY:
-            release(released, pos - released)  # checksummed: not needed resident any more
-            released = pos
-        pos = body + length + _pad8(length)
-        result.data_end = min(pos, end)
-        if kind == FRAME_TRAILER:
-            result.clean_end = True
-            try:
-                result.trailer = check_trailer(_unpackb(payload, "trailer"))
-            except FormatError:
-                result.trailer = {}
-            if pos < end:
-                result.warnings.append(f"{end - pos} bytes after the trailer were ignored.")
-            break
-        result.frames.append(frame)
-        result.frames_end = result.data_end
-    if not result.clean_end and not result.warnings:
-        result.warnings.append("the capture has no trailer (recording did not finish cleanly); "
-                               "every complete frame was read.")
-    return result
+        if length > MAX_FRAME_SIZE or body + length > self.end:
+            return None, "an incomplete frame"
+        payload = self.view[body:body + length]
+        if zlib.crc32(payload, zlib.crc32(self.view[pos:pos + 12])) != crc:
+            return None, "a damaged frame (checksum mismatch)"
+        if seq <= self.last_seq:
+            return None, "a frame out of sequence"
+        return Frame(kind, cpu, seq, pos, payload, flags), ""
+
+    def run(self) -> ScanResult:
+        result = self.result
+        while self.pos < self.end:
+            frame, why = self.frame_at(self.pos)
+            if frame is None:
+                if not self.skip_damage(why):
+                    break
+                continue
+            if frame.seq != self.last_seq + 1:
+                result.warnings.append(f"{frame.seq - self.last_seq - 1} frames are missing before byte "
+                                       f"{frame.offset} (sequence number {frame.seq} after {self.last_seq}).")
+            self.accept(frame)
+            if frame.kind == FRAME_TRAILER:
+                self.trailer(frame)
+                break
+        if not result.clean_end and not result.warnings:
+            result.warnings.append("the capture has no trailer (recording did not finish cleanly); "
+                                   "every complete frame was read.")
+        return result
+
+    def accept(self, frame: Frame) -> None:
+        self.last_seq = frame.seq
+        if self.release is not None and frame.offset - self.released >= _RELEASE_EVERY:
+            self.release(self.released, frame.offset - self.released)  # checksummed: not needed resident
+            self.released = frame.offset
+        length = len(frame.payload)
+        self.pos = frame.offset + FRAME_HEADER_SIZE + length + _pad8(length)
+        self.result.data_end = min(self.pos, self.end)
+        if frame.kind != FRAME_TRAILER:
+            self.result.frames.append(frame)
+            self.result.frames_end = self.result.data_end
+
+    def trailer(self, frame: Frame) -> None:
+        self.result.clean_end = True
+        try:
+            self.result.trailer = check_trailer(_unpackb(frame.payload, "trailer"))
+        except FormatError:
+            self.result.trailer = {}
+        if self.pos < self.end:
+            self.result.warnings.append(f"{self.end - self.pos} bytes after the trailer were ignored.")
+
+    def skip_damage(self, why: str) -> bool:
+        """Resume after damage at ``self.pos``; False when nothing valid follows."""
+        pos, result = self.pos, self.result
+        nxt = self.next_valid(pos + 8)
+        if nxt is not None:
+            result.warnings.append(f"skipped {why} at byte {pos}: {nxt - pos} bytes; reading resumed at byte {nxt}.")
+            self.pos = nxt
+            return True
+        cut = self.cut_frame(pos)
+        if cut is not None:
+            kept = len(cut.payload)
+            result.frames.append(cut)
+            self.last_seq = cut.seq
+            result.data_end = pos + FRAME_HEADER_SIZE + kept
+            result.warnings.append(
+                f"the capture is cut inside a {cut.kind_name} frame at byte {pos}: its complete records "
+                f"({kept} bytes) were kept; skipped the last {self.end - pos - FRAME_HEADER_SIZE - kept} bytes.")
+            return False
+        result.warnings.append(_damage_note(why, pos, self.end))
+        return False
+
+    def next_valid(self, start: int) -> int | None:
+        """The next 8-aligned offset >= ``start`` where a valid frame starts, or None."""
+        start += _pad8(start)
+        while start + FRAME_HEADER_SIZE <= self.end:
+            stop = min(self.end, start + _SEARCH_WINDOW)
+            found = self._in_window(start, stop)
+            if found is not None or self.crc_budget < 0:
+                return found
+            start = stop - FRAME_HEADER_SIZE + 8  # a header straddling the window's end
+            start += _pad8(start)
+        return None
+
+    def _in_window(self, start: int, stop: int) -> int | None:
+        words = (stop - start) // 4
+        if words < 4:
+            return None
+        w = np.frombuffer(self.view, dtype="<u4", count=words, offset=start)
+        n = (words - 2) // 2  # 8-byte slots with a whole 16-byte header
+        first, length, seq = w[0:2 * n:2], w[1:2 * n:2], w[2:2 * n + 1:2][:n]
+        kind, flags, cpu = first & 0xFF, (first >> 8) & 0xFF, first >> 16
+        offsets = start + 8 * np.arange(n, dtype=np.int64)
+        ok = ((kind >= FRAME_RAW) & (kind <= FRAME_RAW_ZSTD) & ((flags & np.uint32(0xFE)) == 0)
+              & ((cpu < _MAX_CPU) | (cpu == NO_CPU))
+              & (offsets + FRAME_HEADER_SIZE + length.astype(np.int64) <= self.end)
+              & (seq.astype(np.int64) > self.last_seq))
+        for at in offsets[ok].tolist():
+            self.crc_budget -= int(_FRAME_HEAD.unpack_from(self.view, at)[3]) + 12
+            if self.crc_budget < 0:
+                return None
+            if self.frame_at(at)[0] is not None:
+                return int(at)
+        return None
+
+    def cut_frame(self, pos: int) -> Frame | None:
+        """A raw or synth frame the file ends inside: its complete records, unverified."""
+        if pos + FRAME_HEADER_SIZE > self.end:
+            return None
+        kind, flags, cpu, length, seq, _ = _FRAME_HEAD.unpack_from(self.view, pos)
+        body = pos + FRAME_HEADER_SIZE
+        if (kind not in (FRAME_RAW, FRAME_SYNTH) or flags or seq != self.last_seq + 1
+                or length > MAX_FRAME_SIZE or body + length <= self.end or not (cpu < _MAX_CPU or cpu == NO_CPU)):
+            return None
+        at = body
+        while at + 8 <= self.end:
+            size = self.size_of(self.view, at + 6)[0]
+            if size < 8 or size % 8 or at + size > self.end:
+                break
+            at += size
+        if at == body:
+            return None
+        return Frame(kind, cpu, seq, pos, self.view[body:at], flags, cut=True)
 
 
 def _damage_note(what: str, pos: int, end: int) -> str:

@@ -111,18 +111,50 @@ def _last_frame_offset(data: bytes, frame_offsets: list[int]) -> int:
     return last + FRAME_HEADER_SIZE + length + (-length % 8)
 
 
-def test_corrupted_frame_stops_with_warning(tmp_path: Path) -> None:
+def test_a_corrupted_frame_is_skipped_and_reading_resumes(tmp_path: Path) -> None:
+    """A frame with a bad checksum in the middle: skipped with a warning saying where and how
+    many bytes; every frame after it is read (one damaged frame costs its own records only)."""
     path = tmp_path / "c.prof"
-    written = write_small_capture(path)
+    write_small_capture(path)
     with CaptureReader.open(path) as reader:
-        third = [f for f in reader.iter_frames()][3]
-        offset = third.offset + FRAME_HEADER_SIZE + 5
+        frames = list(reader.iter_frames())
+        damaged = frames[3]
+        offset = damaged.offset + FRAME_HEADER_SIZE + 5
+        per_frame = [(f.seq, r) for f, r in reader.iter_records_with_frames()]
     data = bytearray(path.read_bytes())
     data[offset] ^= 0xFF
     reader = CaptureReader.from_bytes(bytes(data))
-    assert len(list(reader.iter_frames())) == 3
-    assert any("checksum" in w and "skipped the last" in w for w in reader.warnings)
-    assert records_of(reader) == written[:2 + 5]
+    assert [f.seq for f in reader.iter_frames()] == [f.seq for f in frames if f.seq != damaged.seq]
+    assert any("checksum" in w and "reading resumed" in w for w in reader.warnings), reader.warnings
+    assert records_of(reader) == [r for seq, r in per_frame if seq != damaged.seq]
+    assert reader.clean_end
+
+
+def test_a_file_cut_inside_a_raw_frame_keeps_its_whole_records(tmp_path: Path) -> None:
+    """A recorder killed in the middle of a write: the last frame's complete records are kept
+    (their checksum cannot be verified), the partial one is not."""
+    path = tmp_path / "c.prof"
+    write_small_capture(path)
+    with CaptureReader.open(path) as reader:
+        frames = list(reader.iter_frames())
+        raw = [f for f in frames if f.kind == 1][-1]
+        per_frame = [(f.seq, r) for f, r in reader.iter_records_with_frames()]
+    sizes = []
+    at = 0
+    while at < len(raw.payload):
+        sizes.append(struct.unpack_from("<H", raw.payload, at + 6)[0])
+        at += sizes[-1]
+    assert len(sizes) >= 2
+    cut = raw.offset + FRAME_HEADER_SIZE + sizes[0] + sizes[1] // 2  # inside the second record
+    reader = CaptureReader.from_bytes(path.read_bytes()[:cut])
+    kept = [r for seq, r in per_frame if seq < raw.seq] + [r for seq, r in per_frame if seq == raw.seq][:1]
+    assert records_of(reader) == kept
+    assert any("cut inside a raw frame" in w for w in reader.warnings), reader.warnings
+    # such a file is not extended in place (its last frame's header claims bytes it lacks)
+    shorter = tmp_path / "cut.prof"
+    shorter.write_bytes(path.read_bytes()[:cut])
+    with pytest.raises(ProfilerError, match="ends inside a frame"):
+        CaptureWriter.append_to(shorter)
 
 
 def test_newer_major_version_is_refused(tmp_path: Path) -> None:
@@ -202,8 +234,9 @@ def test_huge_frame_length_is_damage_not_allocation(tmp_path: Path) -> None:
         offset = list(reader.iter_frames())[2].offset
     struct.pack_into("<I", data, offset + 4, 0xFFFFFFF0)
     reader = CaptureReader.from_bytes(bytes(data))
-    assert len(list(reader.iter_frames())) == 2
-    assert any("incomplete frame" in w for w in reader.warnings)
+    seqs = [f.seq for f in reader.iter_frames()]
+    assert seqs[:2] == [0, 1] and 2 not in seqs and len(seqs) > 2  # skipped; reading resumed after it
+    assert any("incomplete frame" in w and "reading resumed" in w for w in reader.warnings), reader.warnings
 
 
 def test_disk_full_keeps_whole_frames(tmp_path: Path) -> None:
