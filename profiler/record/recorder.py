@@ -87,7 +87,7 @@ def build_attr(
         disabled=1,
         sample_id_all=1,
         watermark=1,
-        wakeup_events=max(data_size // 4, 1),  # union: wakeup_watermark, in bytes
+        wakeup_events=max(data_size // 2, 1),  # union: wakeup_watermark, in bytes (half: the kernel's default)
         use_clockid=1,
         clockid=time.CLOCK_MONOTONIC,
         exclude_user=int(spec.exclude_user or opts.kernel_only),
@@ -349,12 +349,17 @@ class Recorder:
             timeout = POLL_MS
             if deadline is not None:
                 timeout = max(0, min(POLL_MS, int((deadline - time.monotonic()) * 1000) + 1))
-            self.session.wait(timeout)
-            stopper.clear()
+            ready = self.session.wait(timeout)
             self.session.drain(writer)
+            # the signal pipe (SIGINT/SIGTERM, and SIGCHLD when the command exits) or a quiet
+            # poll timeout: only then is there anything to check; a busy recording's wakeups
+            # are ring buffers crossing their watermark, and each costs no more than the copy
+            woken = stopper.read_fd in ready or not ready
+            if woken:
+                stopper.clear()
             if stopper.signal is not None:
                 return
-            if self.child is not None and self.child.poll():
+            if woken and self.child is not None and self.child.poll():
                 return
             if deadline is not None and time.monotonic() >= deadline:
                 return

@@ -99,6 +99,21 @@ class RingBuffer:
         self.data_tail = head
         return head - tail
 
+    def take(self) -> bytes:
+        """Copy the pending bytes out and release them to the kernel at once (b"" if none)."""
+        tail = self.data_tail
+        head = self.data_head
+        if head == tail:
+            return b""
+        chunks = self.slices(tail, head)
+        try:
+            data = b"".join(chunks)
+        finally:
+            for chunk in chunks:
+                chunk.release()
+        self.data_tail = head
+        return data
+
     def release(self) -> None:
         """Drop the views on the underlying buffer (needed before an mmap can close)."""
         self._data.release()
