@@ -851,13 +851,13 @@ class _SampleBuilder:
         return part.take(np.arange(n))
 
 
-def _chunks(frames: list[Frame]) -> Iterator[list[Frame]]:
+def _chunks(frames: list[Frame], chunk_bytes: int = CHUNK_BYTES) -> Iterator[list[Frame]]:
     batch: list[Frame] = []
     size = 0
     for frame in frames:
         batch.append(frame)
         size += len(frame.payload)
-        if size >= CHUNK_BYTES:
+        if size >= chunk_bytes:
             yield batch
             batch, size = [], 0
     if batch:
@@ -895,9 +895,7 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
         sizes = views.w16[(offsets >> 1) + 3].astype(np.int64)
         seq = np.arange(next_seq, next_seq + len(offsets), dtype=np.int64)
         next_seq += len(offsets)
-        for t, c in enumerate(np.bincount(np.minimum(types, 255)).tolist()):
-            if c:
-                counts[R.record_name(t) if t < 255 else "OTHER"] += int(c)
+        count_types(types, counts)
         is_sample = types == R.PERF_RECORD_SAMPLE
         builder.add(views, offsets[is_sample], sizes[is_sample], seq[is_sample])
         failed += _decode_others(views, events, offsets, sizes, types, cpus, seq,
@@ -913,6 +911,71 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
     others_sorted, others_before = _order(samples, others)
     return CaptureData(header, events, samples, others_sorted, others_before, counts,
                        warnings, builder.damaged)
+
+
+@dataclass
+class RecordChunk:
+    """Consecutive frames of a capture with their records' file offsets, types and sizes;
+    ``seq0`` is the file-order number of the first record (see ``SampleColumns.seq``)."""
+
+    frames: list[Frame]
+    offsets: I64
+    cpus: I64
+    types: I64
+    sizes: I64
+    seq0: int
+
+    @property
+    def seq(self) -> I64:
+        return np.arange(self.seq0, self.seq0 + len(self.offsets), dtype=np.int64)
+
+
+class ChunkDecoder:
+    """The capture decoded one chunk at a time (the report's bounded-memory path): the records
+    of each chunk (:meth:`chunks`), its samples as columns (:meth:`samples`) and its other
+    records as objects (:meth:`others`). Chain ids are those of the chunk's own chain table."""
+
+    def __init__(self, reader: CaptureReader, chunk_bytes: int = CHUNK_BYTES) -> None:
+        self.reader = reader
+        self.events = EventTable.from_header(reader.header)
+        self.views = _Views(reader, self.events.bo)
+        self.frames = [f for f in reader.iter_frames() if f.kind in (FRAME_RAW, FRAME_SYNTH) and len(f.payload)]
+        self.chunk_bytes = chunk_bytes
+
+    def plan(self) -> list[list[Frame]]:
+        """The frames, grouped into chunks of about ``chunk_bytes``."""
+        return list(_chunks(self.frames, self.chunk_bytes))
+
+    def records(self, frames: list[Frame], seq0: int, warnings: list[str]) -> RecordChunk:
+        parts = [self.views.record_offsets(frame, warnings) for frame in frames]
+        offsets = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        cpus = np.repeat(np.asarray([f.cpu for f in frames], dtype=np.int64), [len(p) for p in parts])
+        types = self.views.w32[offsets >> 2].astype(np.int64)
+        sizes = self.views.w16[(offsets >> 1) + 3].astype(np.int64)
+        return RecordChunk(frames, offsets, cpus, types, sizes, seq0)
+
+    def samples(self, chunk: RecordChunk, callchains: bool = True) -> tuple[SampleColumns, int]:
+        """The chunk's samples (file order) and how many were damaged (skipped)."""
+        is_sample = chunk.types == R.PERF_RECORD_SAMPLE
+        builder = _SampleBuilder(self.events, int(np.count_nonzero(is_sample)), callchains)
+        builder.add(self.views, chunk.offsets[is_sample], chunk.sizes[is_sample], chunk.seq[is_sample])
+        return builder.finish(), builder.damaged
+
+    def others(self, chunk: RecordChunk, out: list[OtherRecord]) -> int:
+        """Decode the chunk's non-sample records into ``out``; the number that were damaged."""
+        idx = np.flatnonzero(chunk.types != R.PERF_RECORD_SAMPLE)
+        return _decode_others(self.views, self.events, chunk.offsets, chunk.sizes, chunk.types, chunk.cpus,
+                              chunk.seq, idx, out)
+
+    def release(self, frames: list[Frame]) -> None:
+        _release(self.reader, frames)
+
+
+def count_types(types: I64, counts: Counter[str]) -> None:
+    """Add the records of each type to ``counts`` (by record name)."""
+    for t, c in enumerate(np.bincount(np.minimum(types, 255)).tolist()):
+        if c:
+            counts[R.record_name(t) if t < 255 else "OTHER"] += int(c)
 
 
 def _release(reader: CaptureReader, chunk: list[Frame]) -> None:

@@ -117,7 +117,8 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     # 1. groups of samples with the same stack and attributes
     cols = [profile.stack] + [sample_cols[k] for k in attr_names]
     order, starts = _group(cols)
-    g_count = np.diff(np.append(starts, len(order))).astype(np.int64)
+    g_count = (np.add.reduceat(profile.sample_weights()[order], starts).astype(np.int64) if len(starts)
+               else np.zeros(0, np.int64))
     g_period = np.add.reduceat(s.period[order], starts) if len(starts) else np.zeros(0, np.uint64)
     g_first = order[starts]
     g_stack = profile.stack[g_first]

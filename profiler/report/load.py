@@ -21,6 +21,7 @@ exactly as perf's callchains are ordered.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -41,12 +42,15 @@ from profiler.format.bulk import (
     split_callchains,
 )
 from profiler.format.container import CaptureReader
+from profiler.format.events import EventTable
 from profiler.format.tracepoint import TraceFormat
+from profiler.report.groupby import dense_ids, pair_ids
 from profiler.report.groupread import member_samples, reads_group
-from profiler.report.options import Filters, LoadOptions, TimeRange
+from profiler.report.options import Filters, LoadOptions, time_bounds, time_mask  # noqa: F401 (re-exported)
 from profiler.format.perfdata import PerfDataReader  # noqa: F401  registers: perf.data opens as a capture
 from profiler.report.model import INLINED_SUFFIX, Frame, Location, Mapping, SourceLine, StackSample
 from profiler.report.replay import ReplayResult, replay
+from profiler.report.fold import Folded
 from profiler.report.cache import cache_dir
 from profiler.report.symbols.chain import ChainSource, SymbolSources
 from profiler.report.symbols.debuginfod import DebuginfodClient
@@ -130,11 +134,19 @@ class Profile:
     byte_order: str = "little"
     unwind: UnwindStats | None = None  # set when the event's stacks were unwound from DWARF CFI
     build_ids: dict[str, str] = field(default_factory=dict)  # DSO path -> recorded build-id
+    # per row of ``samples``, how many samples it stands for: set when the capture was folded
+    # into distinct rows (``profiler.report.fold``; rows in the time order of their last
+    # samples), None when every row is one sample
+    weight: I64 | None = None
     _function_lines: dict[tuple[str, int], int | None] = field(default_factory=dict, repr=False)
 
     @property
     def total_samples(self) -> int:
-        return len(self.samples)
+        return int(self.weight.sum()) if self.weight is not None else len(self.samples)
+
+    def sample_weights(self) -> I64:
+        """How many samples each row of ``samples`` stands for."""
+        return self.weight if self.weight is not None else np.ones(len(self.samples), dtype=np.int64)
 
     @property
     def total_period(self) -> int:
@@ -178,7 +190,8 @@ class Profile:
         first = np.ones(len(order), dtype=bool)
         first[1:] = (st[1:] != st[:-1]) | (tid[1:] != tid[:-1])
         starts = np.flatnonzero(first)
-        counts = np.diff(np.append(starts, len(order)))
+        counts = (np.add.reduceat(self.sample_weights()[order], starts) if len(starts)
+                  else np.zeros(0, np.int64))
         periods = np.add.reduceat(s.period[order], starts) if len(starts) else np.zeros(0, np.uint64)
         built: dict[int, tuple[tuple[Frame, ...], tuple[Location, ...]]] = {}
         out = []
@@ -278,11 +291,122 @@ def open_capture(path: str, callchains: bool = True) -> tuple[CaptureReader, Cap
     """Open and decode a capture (errors are the format's one-sentence errors);
     ``callchains=False`` skips decoding them (flat profiles)."""
     reader = CaptureReader.open(path)
+    return reader, _decode(path, reader, callchains)
+
+
+class OpenedCapture:
+    """A capture opened for reports: decoded whole (:attr:`data`) or folded into distinct
+    rows (:meth:`folded`) on first use, each at most once."""
+
+    def __init__(self, path: str, callchains: bool = True) -> None:
+        self.path = path
+        self.reader = CaptureReader.open(path)
+        self.callchains = callchains
+        self.events = EventTable.from_header(self.reader.header)
+        self._data: CaptureData | None = None
+        self._folded: dict[tuple[bool, bool], Folded | None] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return [ev.name for ev in self.events.events]
+
+    @property
+    def data(self) -> CaptureData:
+        if self._data is None:
+            self._data = _decode(self.path, self.reader, self.callchains)
+        return self._data
+
+    def pair(self) -> tuple[CaptureReader, CaptureData]:
+        return self.reader, self.data
+
+    def folded(self, options: LoadOptions, keep_cpu: bool) -> Folded | None:
+        from profiler.report.fold import fold_capture
+
+        key = (options.callchains and self.callchains, keep_cpu)
+        if key not in self._folded:
+            try:
+                self._folded[key] = fold_capture(self.reader, options.filters, key[0], keep_cpu)
+            except (ValueError, IndexError) as exc:
+                raise FormatError(f"{self.path} is damaged beyond reading ({exc}).") from None
+        return self._folded[key]
+
+
+def _decode(path: str, reader: CaptureReader, callchains: bool) -> CaptureData:
     try:
-        data = load_capture(reader, callchains)
+        return load_capture(reader, callchains)
     except (ValueError, IndexError) as exc:
         raise FormatError(f"{path} is damaged beyond reading ({exc}).") from None
-    return reader, data
+
+
+def load_report_profile(options: LoadOptions, capture: OpenedCapture, progress: Progress | None = None,
+                        event: str | None = None, keep_cpu: bool = True) -> Profile:
+    """:func:`load_profile` in memory bounded by the distinct stacks (the capture folded
+    chunk by chunk, see :mod:`profiler.report.fold`) whenever the event and options allow it:
+    not a ':S' group member (its periods come from the leader's counts), not unwound from
+    DWARF, no tracepoint payloads. ``keep_cpu=False`` when no output shows the cpu.
+    ``PROFILER_FOLD=0`` in the environment decodes the whole capture instead (the same report,
+    in memory that grows with the samples: for comparison)."""
+    ev_index = select_event(capture.names, event or options.filters.event)
+    ev = capture.events.events[ev_index]
+    dwarf = options.callchains and has_user_stacks(ev.layout) and columns_for(
+        str(capture.reader.header.get("arch", ""))) is not None
+    whole = os.environ.get("PROFILER_FOLD") == "0"  # decode the whole capture (to compare)
+    if not (whole or reads_group(ev) or dwarf or options.payloads or options.filters.trace):
+        (progress or (lambda _m: None))("decoding")
+        folded = capture.folded(options, keep_cpu)
+        if folded is not None:
+            return folded_profile(options, capture.reader, folded, ev_index, progress)
+    return load_profile(options, progress, event=event, opened=capture.pair())
+
+
+def folded_profile(options: LoadOptions, reader: CaptureReader, folded: Folded, ev_index: int,
+                   progress: Progress | None = None) -> Profile:
+    """The :class:`Profile` of event ``ev_index`` from a folded capture: its rows (in the time
+    order of their last samples) with their sample counts as ``weight``."""
+    say = progress or (lambda _msg: None)
+    names = [ev.name for ev in EventTable.from_header(reader.header).events]
+    warnings = list(reader.warnings) + list(folded.warnings)
+    rows, state = folded.rows, folded.state
+    idx = np.flatnonzero(rows.event == ev_index)
+    idx = idx[np.lexsort((rows.last_seq[idx], rows.last_time[idx]))]
+    base_samples = int(rows.count[idx].sum())
+    base_period = int(rows.period[idx].sum(dtype=np.uint64)) if len(idx) else 0
+    f = options.filters
+    keep = np.ones(len(idx), dtype=bool)
+    if f.pids:
+        keep &= np.isin(rows.pid[idx], np.asarray(f.pids, dtype=np.int64))
+    if f.tids:
+        keep &= np.isin(rows.tid[idx], np.asarray(f.tids, dtype=np.int64))
+    if f.comms:
+        wanted = [i for i, name in enumerate(state.comm_names) if name in f.comms]
+        keep &= np.isin(rows.comm[idx], np.asarray(wanted, dtype=np.int64))
+    idx = idx[keep]
+    s, gen, comm = folded.samples(idx), rows.gen[idx], rows.comm[idx]
+    tfmt, raw = _trace_payloads(reader, ev_index, names[ev_index], s, options)
+
+    say("resolving")
+    has_chains = "callchain" in folded.has and options.callchains
+    stack, reps = dedupe_stacks(s, gen, has_chains)
+    empty = np.zeros(0, dtype=np.int64)
+    resolver = _resolver(reader, ReplayResult(state, empty, empty, state.comm_names), options)
+    table = resolve_stacks(s, gen, reps, has_chains, resolver)
+    warnings.extend(resolver.warnings)
+    start = reader.header.get("start_perf_clock_ns")
+    profile = Profile(
+        path=options.input, header=reader.header, event=names[ev_index], event_names=names,
+        samples=s, comm=comm, comm_names=state.comm_names, stack=stack, stack_start=table.start,
+        stack_frames=table.frames, frames=resolver.frames, stack_table=table, has_callchains=has_chains,
+        demangle=options.demangle, lost_samples=state.lost + state.lost_samples,
+        counts=folded.counts, warnings=warnings, recorded_samples=int(folded.recorded[ev_index]),
+        start_ns=start if isinstance(start, int) and start > 0 else max(folded.first_time, 0),
+        trailer=reader.trailer, clean_end=reader.clean_end, srclines=resolver.srclines, resolver=resolver,
+        base_samples=base_samples, base_period=base_period, trace_format=tfmt, raw=raw,
+        byte_order=_byte_order(reader), build_ids=_build_ids(reader.build_ids(), resolver),
+        weight=rows.count[idx],
+    )
+    if f.dsos or f.symbols:
+        profile = filter_by_leaf(profile, f)
+    return profile
 
 
 def load_profile(options: LoadOptions, progress: Progress | None = None,
@@ -476,35 +600,6 @@ def _entry_mask(s: SampleColumns, rep: ReplayResult, f: Filters) -> npt.NDArray[
     return mask
 
 
-def time_bounds(r: TimeRange, times: U64, start_ns: int) -> tuple[int, int]:
-    """[lo, hi] in sample-clock ns of one ``--time`` range. Seconds at or after the capture's
-    start are perf's absolute timestamps; smaller ones count from the start. Percentages are
-    of the span from the first sample to the last (of every event), as in perf."""
-    top = (1 << 64) - 1
-    if r.unit == "%":
-        first, last = (int(times.min()), int(times.max())) if len(times) else (0, 0)
-        span = last - first
-        lo = first + int(round((r.start or 0.0) * span))
-        hi = first + int(round((1.0 if r.end is None else r.end) * span))
-        return lo, hi if r.inclusive_end else hi - 1
-    start_s = start_ns / 1e9
-
-    def at(sec: float) -> int:
-        return int(round(sec * 1e9)) if sec >= start_s else start_ns + int(round(sec * 1e9))
-
-    lo = 0 if r.start is None else max(0, at(r.start))
-    hi = top if r.end is None else max(0, at(r.end))
-    return lo, hi
-
-
-def time_mask(times: U64, ranges: tuple[TimeRange, ...], start_ns: int) -> npt.NDArray[np.bool_]:
-    mask = np.zeros(len(times), dtype=bool)
-    for r in ranges:
-        lo, hi = time_bounds(r, times, start_ns)
-        mask |= (times >= np.uint64(lo)) & (times <= np.uint64(hi))
-    return mask
-
-
 # --- stacks ---------------------------------------------------------------------------------
 
 
@@ -538,52 +633,12 @@ def raw_stacks(s: SampleColumns, use_chains: bool) -> tuple[I64, U64]:
     return start, words
 
 
-_TABLE_LIMIT = 1 << 24  # key ranges up to this are grouped with a lookup table, not a sort
-
-
-def _dense_ids(key: I64) -> I64:
-    """Dense ids (0..k-1, in key order) of the distinct values of an integer key.
-
-    A small key range is grouped in O(n) with a presence table; a large one by sorting."""
-    n = len(key)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    lo, hi = int(key.min()), int(key.max())
-    if hi - lo < min(_TABLE_LIMIT, 8 * n + 65536):  # a table costs 9 bytes per key value: never far above n
-        rel = key - lo
-        present = np.zeros(hi - lo + 1, dtype=bool)
-        present[rel] = True
-        rank = np.cumsum(present, dtype=np.int64) - 1
-        out: I64 = rank[rel]
-        return out
-    order = np.argsort(key, kind="stable")
-    ks = key[order]
-    new = np.ones(n, dtype=bool)
-    new[1:] = ks[1:] != ks[:-1]
-    ids = np.empty(n, dtype=np.int64)
-    ids[order] = np.cumsum(new) - 1
-    return ids
-
-
-def _pair_ids(a: I64, b: I64) -> I64:
-    """Dense ids of the distinct (a, b) pairs of two dense id arrays."""
-    span = int(b.max()) + 1 if len(b) else 1
-    if len(a) and int(a.max()) < (1 << 62) // span:
-        return _dense_ids(a * span + b)
-    order = np.lexsort((b, a))
-    new = np.ones(len(a), dtype=bool)
-    new[1:] = (a[order][1:] != a[order][:-1]) | (b[order][1:] != b[order][:-1])
-    ids = np.empty(len(a), dtype=np.int64)
-    ids[order] = np.cumsum(new) - 1
-    return ids
-
-
 def _ip_ids(ip: U64, kernel: npt.NDArray[np.bool_]) -> I64:
     """Dense ids of the distinct (cpumode is kernel, ip) pairs."""
-    ip_id = _dense_ids(ip.view(np.int64))
+    ip_id = dense_ids(ip.view(np.int64))
     if np.array_equal(ip >= np.uint64(1 << 63), kernel):
         return ip_id  # the address's top bit already says kernel or user (x86_64, aarch64)
-    return _pair_ids(ip_id, kernel.astype(np.int64))
+    return pair_ids(ip_id, kernel.astype(np.int64))
 
 
 def dedupe_stacks(s: SampleColumns, gen: I64, use_chains: bool) -> tuple[I64, I64]:
@@ -605,8 +660,8 @@ def dedupe_stacks(s: SampleColumns, gen: I64, use_chains: bool) -> tuple[I64, I6
         if len(empty):
             kernel = cpumode_context(s.cpumode[empty]) == CONTEXT_KERNEL
             what[empty] = int(len(s.chains)) + _ip_ids(s.ip[empty], kernel)
-    owner = _pair_ids(_dense_ids(s.pid.astype(np.int64)), _dense_ids(gen.astype(np.int64)))
-    stack = _pair_ids(owner, _dense_ids(what))
+    owner = pair_ids(dense_ids(s.pid.astype(np.int64)), dense_ids(gen.astype(np.int64)))
+    stack = pair_ids(owner, dense_ids(what))
     reps = np.empty(int(stack.max()) + 1, dtype=np.int64)
     reps[stack] = np.arange(n, dtype=np.int64)  # any sample of a group represents it
     return stack, reps
@@ -712,6 +767,8 @@ def filter_by_leaf(profile: Profile, f: Filters) -> Profile:
         profile.raw = profile.raw[mask]
     profile.comm = profile.comm[mask]
     profile.stack = profile.stack[mask]
+    if profile.weight is not None:
+        profile.weight = profile.weight[mask]
     return profile
 
 

@@ -6,6 +6,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from profiler.errors import UsageError
 from profiler.format.container import DEFAULT_CAPTURE
 
@@ -212,3 +215,35 @@ def parse_int_list(text: str, what: str) -> tuple[int, ...]:
 
 def parse_str_list(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+U64 = npt.NDArray[np.uint64]
+
+
+def time_bounds(r: TimeRange, times: U64, start_ns: int) -> tuple[int, int]:
+    """[lo, hi] in sample-clock ns of one ``--time`` range. Seconds at or after the capture's
+    start are perf's absolute timestamps; smaller ones count from the start. Percentages are
+    of the span from the first sample to the last (of every event), as in perf."""
+    top = (1 << 64) - 1
+    if r.unit == "%":
+        first, last = (int(times.min()), int(times.max())) if len(times) else (0, 0)
+        span = last - first
+        lo = first + int(round((r.start or 0.0) * span))
+        hi = first + int(round((1.0 if r.end is None else r.end) * span))
+        return lo, hi if r.inclusive_end else hi - 1
+    start_s = start_ns / 1e9
+
+    def at(sec: float) -> int:
+        return int(round(sec * 1e9)) if sec >= start_s else start_ns + int(round(sec * 1e9))
+
+    lo = 0 if r.start is None else max(0, at(r.start))
+    hi = top if r.end is None else max(0, at(r.end))
+    return lo, hi
+
+
+def time_mask(times: U64, ranges: tuple[TimeRange, ...], start_ns: int) -> npt.NDArray[np.bool_]:
+    mask = np.zeros(len(times), dtype=bool)
+    for r in ranges:
+        lo, hi = time_bounds(r, times, start_ns)
+        mask |= (times >= np.uint64(lo)) & (times <= np.uint64(hi))
+    return mask

@@ -169,23 +169,47 @@ def replay(others: Sequence[OtherRecord], others_before: I64, sample_pid: npt.ND
             state.boundary = int(others_before[k])
             handler(state, other.record)
     gen = lookup_changes(sample_pid, state.gen_log, default=0)
-    comm = _sample_comms(state, sample_pid, sample_tid)
+    comm = _sample_comms(state, sample_pid, sample_tid, np.arange(len(sample_pid), dtype=np.int64))
+    name_unknown(state, sample_tid, comm)
     return ReplayResult(state, gen, comm, state.comm_names)
 
 
-def _sample_comms(state: ReplayState, pid: Ints, tid: Ints) -> I64:
+def replay_in_order(others: Sequence[OtherRecord], build_ids: dict[str, str] | None = None) -> ReplayState:
+    """Replay ``others`` (sorted by time) with the change made by ``others[k]`` logged at
+    position ``k + 1``: a sample's position is then the number of records before it (see
+    :func:`place_samples`), and the samples need not be in memory, or in order, at once."""
+    state = ReplayState(build_ids=dict(build_ids or {}))
+    for k, other in enumerate(others):
+        handler = HANDLERS.get(type(other.record))
+        if handler is not None:
+            state.boundary = k + 1
+            handler(state, other.record)
+    return state
+
+
+def place_samples(state: ReplayState, pid: Ints, tid: Ints, positions: I64) -> tuple[I64, I64]:
+    """Map generation and comm of samples that come after ``positions`` of the records
+    replayed by :func:`replay_in_order`; comm -1 where the thread was never named (see
+    :func:`name_unknown`). Reads ``state`` only: safe in worker processes."""
+    gen = lookup_changes(pid, state.gen_log, default=0, positions=positions)
+    return gen, _sample_comms(state, pid, tid, positions)
+
+
+def name_unknown(state: ReplayState, tid: Ints, comm: I64) -> None:
+    """Give the threads never named (comm -1) perf's spelling ``:TID``, in place."""
+    still = comm < 0
+    if still.any():
+        comm[still] = [state.comm_id(f":{t}") for t in tid[still].tolist()]
+
+
+def _sample_comms(state: ReplayState, pid: Ints, tid: Ints, positions: I64) -> I64:
     """The comm of each sample's thread; its process's when the thread was never named;
-    ``:TID`` (perf's spelling) when neither is known."""
-    by_tid = lookup_changes(tid, state.comm_log, default=-1)
+    -1 when neither is known."""
+    by_tid = lookup_changes(tid, state.comm_log, default=-1, positions=positions)
     missing = by_tid < 0
     if missing.any():
-        by_pid = lookup_changes(pid[missing], state.comm_log, default=-1,
-                                positions=np.flatnonzero(missing))
-        still = by_pid < 0
-        if still.any():
-            unknown_tids = tid[missing][still]
-            by_pid[still] = [state.comm_id(f":{t}") for t in unknown_tids.tolist()]
-        by_tid[missing] = by_pid
+        by_tid[missing] = lookup_changes(pid[missing], state.comm_log, default=-1,
+                                         positions=positions[missing])
     return by_tid
 
 

@@ -28,20 +28,19 @@ def describe_filters(f: Filters) -> str:
 
 def run_report(opts: ReportOptions, out: TextIO, warn: Warn) -> None:
     """The whole report command after option parsing."""
-    from profiler.report.load import open_capture, progress_printer
+    from profiler.report.load import OpenedCapture, progress_printer
     from profiler.report.render.stats import render_header, render_stats
 
-    opened = open_capture(opts.load.input, opts.load.callchains)
-    reader, data = opened
+    opened = OpenedCapture(opts.load.input, opts.load.callchains)
     if opts.header:
-        render_header(out, reader.header)
+        render_header(out, opened.reader.header)
         return
     if opts.stats:
-        render_stats(out, reader, data)
+        render_stats(out, opened.reader, opened.data)
         return
-    names = [ev.name for ev in data.events.events]
+    names = opened.names
     if opts.group:
-        _report_group(opts, out, opened, names, progress_printer(opts.progress), warn)
+        _report_group(opts, out, opened.pair(), names, progress_printer(opts.progress), warn)
         return
     if opts.load.filters.event is not None or len(names) == 1:
         events: list[str | None] = [opts.load.filters.event]
@@ -59,12 +58,12 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
                   progress: Any, warn: Warn, first: bool) -> None:
     from profiler.report.aggregate import aggregate
     from profiler.report.callgraph import default_order, row_tree
-    from profiler.report.load import load_profile
+    from profiler.report.load import load_report_profile
     from profiler.report.render.csvout import render_csv
     from profiler.report.render.jsonout import render_json
     from profiler.report.render.table import render_table
 
-    profile = load_profile(opts.load, progress, event=event, opened=opened)
+    profile = load_report_profile(opts.load, opened, progress, event=event, keep_cpu="cpu" in opts.sort)
     if progress is not None:
         sys.stderr.write("\r\x1b[K")
     if first:

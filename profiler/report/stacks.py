@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from profiler.errors import ReportError
-from profiler.report.load import Profile, load_profile, open_capture
+from profiler.report.load import OpenedCapture, Profile, load_report_profile
 from profiler.report.model import ProfileMeta, StackProfile
 from profiler.report.options import LoadOptions
 
@@ -36,8 +36,8 @@ def load_stacks(options: LoadOptions, warn: Callable[[str], None], locations: bo
     """The stacks of the capture's event under ``options``; the reporter's warnings go to
     ``warn`` (also before a ReportError: no samples, or none left after the filters).
     ``locations``: give each stack its addresses and mappings too (see :mod:`.model`)."""
-    opened = open_capture(options.input)
-    profile = load_profile(options, None, event=options.filters.event, opened=opened)
+    opened = OpenedCapture(options.input)
+    profile = load_report_profile(options, opened, event=options.filters.event, keep_cpu=False)
     for message in profile.warnings:
         warn(message)
     if profile.recorded_samples == 0:
@@ -47,4 +47,4 @@ def load_stacks(options: LoadOptions, warn: Callable[[str], None], locations: bo
                           f"samples of '{profile.event}'.")
     if not profile.has_callchains:
         warn("the capture has no call chains (record with -g): the flame graph is one level deep.")
-    return StackProfile(profile_meta(profile, opened[0].header), profile.stack_samples(locations))
+    return StackProfile(profile_meta(profile, opened.reader.header), profile.stack_samples(locations))

@@ -1,0 +1,356 @@
+"""A capture folded into distinct sample rows, chunk by chunk: reports whose memory is bounded by
+the number of distinct stacks, not by the number of samples.
+
+A flat or call-graph report, a flame graph or folded stacks need, of each sample, only what
+makes it distinct — event, pid, tid, cpu, comm, map generation, cpumode and callchain (or ip
+without one) — and its period. So the capture is read in two passes:
+
+1. **Records** (:func:`fold_capture`, sequential): every chunk's record offsets, the counts by
+   type, and the non-sample records (few: MMAP, COMM, FORK, ...). These are replayed once, in
+   time order, into the map and comm change logs (``replay.replay_in_order``).
+2. **Samples** (:func:`_fold_chunk`, one call per chunk of about ``CHUNK_BYTES``): decode the
+   chunk's samples, drop those outside ``--cpu``/``--time``, place each one among the replayed
+   records by (time, file order) to get its map generation and comm, and sum the samples of
+   each distinct row (count, period; the time and file position of its last sample, for thread
+   names). A chunk's chains are hashed into its own table; the parent merges the chunks' rows
+   and chains (by the same 128-bit chain hash) as they arrive, folding again whenever the rows
+   kept have doubled.
+
+Pass 2 runs in worker processes (``fork``; ``PROFILER_JOBS``, default: the CPUs this process may
+use, at most 4) when the capture has several chunks, else in this process: the same function,
+the same merge, so both give identical rows. Memory is one chunk's columns per worker plus the
+distinct rows.
+
+What it cannot fold it refuses (``None``), and the caller decodes the whole capture instead:
+records without a time (captures without ``sample_id_all``), which are placed by the samples
+around them; ``--time`` in percent (of the whole capture's span) or without the capture's start.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from profiler.format.bulk import (
+    CHUNK_BYTES,
+    ChainTable,
+    ChunkDecoder,
+    OtherRecord,
+    SampleColumns,
+    _ChainStore,
+    count_types,
+    ranges,
+)
+from profiler.format.container import CaptureReader, Frame
+from profiler.report.groupby import row_ids
+from profiler.report.options import Filters, time_bounds
+from profiler.report.replay import ReplayState, name_unknown, place_samples, replay_in_order
+
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+
+FOLD_CHUNK_BYTES = CHUNK_BYTES  # record bytes decoded at once by one process: their pages and columns
+MAX_JOBS = 4
+
+
+@dataclass
+class Rows:
+    """Distinct sample rows: the key columns, then ``count`` and ``period`` (sums) and the
+    (time, file position) of the row's last sample."""
+
+    event: I64
+    pid: I64
+    tid: I64
+    cpu: I64
+    comm: I64
+    gen: I64
+    misc: I64
+    chain_id: I64
+    ip: U64
+    count: I64
+    period: U64
+    last_time: U64
+    last_seq: I64
+
+    KEYS = ("event", "pid", "tid", "cpu", "comm", "gen", "misc", "chain_id", "ip")
+
+    def __len__(self) -> int:
+        return int(self.count.shape[0])
+
+    def take(self, idx: I64) -> Rows:
+        return Rows(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
+    @classmethod
+    def concat(cls, parts: list[Rows]) -> Rows:
+        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)})
+
+    def fold(self) -> Rows:
+        """One row per distinct key, summed; the last sample's time and position kept."""
+        if not len(self):
+            return self
+        ids = row_ids([getattr(self, k).view(np.int64) if k == "ip" else getattr(self, k) for k in self.KEYS])
+        order = np.lexsort((self.last_seq, self.last_time, ids))
+        g = ids[order]
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = g[1:] != g[:-1]
+        starts = np.flatnonzero(new)
+        last = order[np.append(starts[1:], len(order)) - 1]
+        out = self.take(last)
+        out.count = np.add.reduceat(self.count[order], starts)
+        out.period = np.add.reduceat(self.period[order], starts)
+        return out
+
+
+@dataclass
+class Folded:
+    """A capture's samples as distinct rows, with what a report needs besides them."""
+
+    rows: Rows
+    chains: ChainTable
+    has: frozenset[str]
+    state: ReplayState  # maps and comms (comm ids of ``rows.comm`` are its ``comm_names``)
+    recorded: I64  # samples per event, before any filter
+    counts: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    damaged_samples: int = 0
+    first_time: int = -1  # the earliest sample time of the capture (-1: no samples)
+
+    def samples(self, idx: I64) -> SampleColumns:
+        """Rows ``idx`` as sample columns (``period`` is the row's sum; ``time`` and ``seq`` its
+        last sample's), the input of the stack dedupe and resolution."""
+        r = self.rows
+        return SampleColumns(
+            event=r.event[idx].astype(np.int16), ip=r.ip[idx], pid=r.pid[idx].astype(np.int32),
+            tid=r.tid[idx].astype(np.int32), time=r.last_time[idx], cpu=r.cpu[idx].astype(np.int32),
+            period=r.period[idx], misc=r.misc[idx].astype(np.uint16), seq=r.last_seq[idx],
+            chain_id=r.chain_id[idx].astype(np.int32), chains=self.chains, has=self.has)
+
+
+@dataclass
+class _Plan:
+    """What every chunk's fold needs (inherited by the worker processes)."""
+
+    decoder: ChunkDecoder
+    chunks: list[tuple[list[Frame], int]]  # frames, file position of the first record
+    state: ReplayState
+    other_time: U64  # the replayed records' (time, file position), in replay order
+    other_seq: I64
+    cpus: tuple[int, ...]
+    time_ranges: tuple[tuple[int, int], ...]
+    callchains: bool
+    keep_cpu: bool
+
+
+@dataclass
+class _ChunkResult:
+    rows: Rows
+    chains: ChainTable  # the chains ``rows.chain_id`` refers to, numbered from 0 (empty)
+    recorded: I64
+    damaged: int
+    has: frozenset[str]
+    first_time: int
+
+
+def fold_supported(header: dict[str, Any], filters: Filters) -> bool:
+    """Whether the filters can be applied chunk by chunk (see the module docstring)."""
+    if not filters.time:
+        return True
+    start = header.get("start_perf_clock_ns")
+    return isinstance(start, int) and start > 0 and all(r.unit != "%" for r in filters.time)
+
+
+def fold_capture(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
+                 jobs: int | None = None, chunk_bytes: int = FOLD_CHUNK_BYTES) -> Folded | None:
+    """The capture folded into distinct rows after ``--cpu``/``--time`` (the entry filters are
+    the caller's: rows keep pid, tid and comm); None when it cannot be (the caller decodes the
+    whole capture). ``keep_cpu=False`` folds the samples of every CPU together."""
+    if not fold_supported(reader.header, filters):
+        return None
+    decoder = ChunkDecoder(reader, chunk_bytes)
+    warnings: list[str] = []
+    counts: Counter[str] = Counter()
+    others: list[OtherRecord] = []
+    failed = 0
+    chunks: list[tuple[list[Frame], int]] = []
+    seq0 = 0
+    for frames in decoder.plan():
+        chunk = decoder.records(frames, seq0, warnings)
+        count_types(chunk.types, counts)
+        failed += decoder.others(chunk, others)
+        chunks.append((frames, seq0))
+        seq0 += len(chunk.offsets)
+        decoder.release(frames)
+    if any(o.time < 0 for o in others):
+        return None
+    others.sort(key=lambda o: (o.time, o.seq))
+    state = replay_in_order(others, reader.build_ids())
+    start = int(reader.header.get("start_perf_clock_ns") or 0)
+    plan = _Plan(decoder, chunks, state,
+                 np.asarray([o.time for o in others], dtype=np.uint64),
+                 np.asarray([o.seq for o in others], dtype=np.int64),
+                 tuple(filters.cpus or ()),
+                 tuple(time_bounds(r, np.zeros(0, np.uint64), start) for r in filters.time or ()),
+                 callchains, keep_cpu)
+    del others
+    folded = _run(plan, _jobs(jobs, len(chunks)))
+    folded.counts = counts
+    name_unknown(state, folded.rows.tid, folded.rows.comm)
+    if folded.damaged_samples:
+        warnings.append(f"{folded.damaged_samples} damaged samples (callchain longer than the record) "
+                        f"were skipped.")
+    if failed:
+        warnings.append(f"{failed} damaged non-sample records were skipped.")
+    folded.warnings = warnings
+    return folded
+
+
+def _jobs(jobs: int | None, chunks: int) -> int:
+    if jobs is None:
+        env = os.environ.get("PROFILER_JOBS", "")
+        if env.isdigit() and int(env) > 0:
+            jobs = int(env)
+        else:
+            jobs = min(len(os.sched_getaffinity(0)), MAX_JOBS)
+    return max(1, min(jobs, chunks))
+
+
+_PLAN: _Plan | None = None  # the plan a worker process folds chunks of (set before the fork)
+
+
+def _worker_fold(index: int) -> _ChunkResult:
+    assert _PLAN is not None
+    return _fold_chunk(_PLAN, index)
+
+
+def _run(plan: _Plan, jobs: int) -> Folded:
+    global _PLAN
+    store = _ChainStore()
+    merged = _Merge(plan, store)
+    if jobs <= 1:
+        for k in range(len(plan.chunks)):
+            merged.add(_fold_chunk(plan, k))
+        return merged.result()
+    import multiprocessing
+
+    _PLAN = plan
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            for result in pool.imap(_worker_fold, range(len(plan.chunks))):
+                merged.add(result)
+    finally:
+        _PLAN = None
+    return merged.result()
+
+
+class _Merge:
+    """Chunk results merged in chunk order: chains renumbered into one table, rows folded
+    whenever they have doubled since the last fold."""
+
+    def __init__(self, plan: _Plan, store: _ChainStore) -> None:
+        self.plan = plan
+        self.store = store
+        self.parts: list[Rows] = []
+        self.pending = 0
+        self.folded_size = 0
+        self.recorded = np.zeros(len(plan.decoder.events.events), dtype=np.int64)
+        self.damaged = 0
+        self.has: set[str] = set()
+        self.first_time = -1
+
+    def add(self, result: _ChunkResult) -> None:
+        rows = result.rows
+        table = result.chains
+        if len(table) > 0:
+            lengths = table.lengths
+            ids = self.store.add(table.words, table.start[:-1], lengths).astype(np.int64)
+            rows.chain_id = ids[rows.chain_id]
+        self.parts.append(rows)
+        self.pending += len(rows)
+        self.recorded += result.recorded
+        self.damaged += result.damaged
+        self.has |= result.has
+        if result.first_time >= 0:
+            self.first_time = result.first_time if self.first_time < 0 else min(self.first_time, result.first_time)
+        if self.pending > max(self.folded_size, 1 << 16):
+            self._fold()
+
+    def _fold(self) -> None:
+        rows = Rows.concat(self.parts).fold() if self.parts else _empty_rows()
+        self.parts = [rows]
+        self.folded_size = self.pending = len(rows)
+
+    def result(self) -> Folded:
+        self._fold()
+        return Folded(self.parts[0], self.store.table(), frozenset(self.has), self.plan.state, self.recorded,
+                      damaged_samples=self.damaged, first_time=self.first_time)
+
+
+def _empty_rows() -> Rows:
+    i, u = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+    return Rows(i, i, i, i, i, i, i, i, u, i, u, u, i)
+
+
+def _fold_chunk(plan: _Plan, index: int) -> _ChunkResult:
+    """Decode, filter, place and fold the samples of chunk ``index``."""
+    decoder = plan.decoder
+    frames, seq0 = plan.chunks[index]
+    chunk = decoder.records(frames, seq0, [])  # its warnings were given by the first pass
+    s, damaged = decoder.samples(chunk, plan.callchains)
+    decoder.release(frames)
+    del chunk
+    recorded = np.bincount(s.event, minlength=len(decoder.events.events)).astype(np.int64)
+    first_time = int(s.time.min()) if len(s) else -1
+    keep = np.ones(len(s), dtype=bool)
+    if plan.cpus:
+        keep &= np.isin(s.cpu, np.asarray(plan.cpus, dtype=np.int64))
+    if plan.time_ranges:
+        in_range = np.zeros(len(s), dtype=bool)
+        for lo, hi in plan.time_ranges:
+            in_range |= (s.time >= np.uint64(lo)) & (s.time <= np.uint64(hi))
+        keep &= in_range
+    if not keep.all():
+        s = s.take(keep)
+    positions = _positions(plan.other_time, plan.other_seq, s.time, s.seq)
+    gen, comm = place_samples(plan.state, s.pid, s.tid, positions)
+    n = len(s)
+    chainless = s.chain_id == 0
+    rows = Rows(
+        event=s.event.astype(np.int64), pid=s.pid.astype(np.int64), tid=s.tid.astype(np.int64),
+        cpu=s.cpu.astype(np.int64) if plan.keep_cpu else np.zeros(n, dtype=np.int64),
+        comm=comm, gen=gen, misc=s.misc.astype(np.int64), chain_id=s.chain_id.astype(np.int64),
+        ip=np.where(chainless, s.ip, np.uint64(0)).astype(np.uint64),
+        count=np.ones(n, dtype=np.int64), period=s.period.astype(np.uint64),
+        last_time=s.time.astype(np.uint64), last_seq=s.seq.astype(np.int64),
+    ).fold()
+    used, local = np.unique(rows.chain_id, return_inverse=True)
+    rows.chain_id = local.astype(np.int64).reshape(-1)
+    chains = s.chains
+    lengths = chains.lengths[used]
+    start = np.zeros(len(used) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=start[1:])
+    table = ChainTable(start, chains.words[ranges(chains.start[used], lengths)])
+    if not len(used) or used[0] != 0:  # keep id 0 the empty chain
+        table = ChainTable(np.concatenate([[0], start]).astype(np.int64), table.words)
+        rows.chain_id = rows.chain_id + 1
+    return _ChunkResult(rows, table, recorded, damaged, s.has, first_time)
+
+
+def _positions(other_time: U64, other_seq: I64, time: U64, seq: I64) -> I64:
+    """For each sample, the number of replayed records before it in (time, file position)
+    order; the records are sorted that way."""
+    lo = np.searchsorted(other_time, time, side="left").astype(np.int64)
+    hi = np.searchsorted(other_time, time, side="right").astype(np.int64)
+    tie = np.flatnonzero(hi > lo)
+    if len(tie):
+        by_block = tie[np.argsort(lo[tie], kind="stable")]
+        blocks = lo[by_block]
+        cut = np.flatnonzero(np.diff(blocks)) + 1
+        for part in np.split(by_block, cut):
+            a, b = int(lo[part[0]]), int(hi[part[0]])
+            lo[part] = a + np.searchsorted(other_seq[a:b], seq[part], side="left")
+    return lo

@@ -1,0 +1,137 @@
+"""The folded report pipeline (profiler.report.fold) gives exactly the report of the whole-capture
+decode: on random captures cut into many small chunks (execs, forks, mmaps at the same time as
+samples, two CPUs, two events, threads never named), in this process and in worker processes,
+and on the recorded fixture captures."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from capture_factory import cpu_clock_attr, make_test_header
+from report_capture import KFUNCS, comm, fork, kaddr, kallsyms_text, mmap2
+
+from profiler.cli import main
+from profiler.format import records as R
+from profiler.format.container import CaptureWriter
+from profiler.report import fold
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "captures"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROFILER_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def report(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, mode: str, *argv: str) -> str:
+    """The report's output under ``mode``: whole (no folding), or folded by 1 or 2 processes."""
+    monkeypatch.setenv("PROFILER_FOLD", "0" if mode == "whole" else "1")
+    monkeypatch.setenv("PROFILER_JOBS", "2" if mode == "jobs2" else "1")
+    code = 0
+    try:
+        main(["report", *argv])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return f"exit {code}\n{out}\n{err}"
+
+
+def random_capture(path: Path, seed: int) -> Path:
+    """Two events on two CPUs in raw frames of a few records each; processes that fork, exec
+    and map code while being sampled; records sharing times with samples."""
+    rng = random.Random(seed)
+    attr = cpu_clock_attr(cpu_clock_attr()["sample_type"] | R.PERF_SAMPLE_IDENTIFIER)
+    attr2 = dict(attr, config=1)
+    header = make_test_header([{"name": "cpu-clock", "attr": attr, "ids": [7]},
+                               {"name": "task-clock", "attr": attr2, "ids": [8]}])
+    layout = R.SampleLayout.from_attr(attr)
+    writer = CaptureWriter.create(path, header)
+    writer.write_meta("kallsyms", {"text": kallsyms_text(), "kptr_restrict": 0, "hidden": False})
+    pids = [100, 200]
+    t = 1000
+    per_cpu: dict[int, list[R.Record]] = {0: [], 1: []}
+    synth = [comm(100, 100, "first", 1), comm(200, 200, "second", 1),
+             mmap2(100, 0x400000, 0x10000, 0, "/bin/a", 2), mmap2(200, 0x400000, 0x10000, 0, "/bin/b", 2)]
+    writer.write_synth(b"".join(R.encode(r, layout) for r in synth))
+    for i in range(600):
+        if rng.random() < 0.5:
+            t += rng.randint(1, 3)  # else: the same time as the record before
+        cpu = rng.randint(0, 1)
+        pid = rng.choice(pids)
+        tid = pid + rng.randint(0, 2)  # threads pid+1, pid+2 are never named
+        roll = rng.random()
+        rec: R.Record
+        if roll < 0.03:
+            rec = comm(pid, pid, rng.choice(["x", "y", "z"]), t, exec=True)
+        elif roll < 0.06:
+            rec = mmap2(pid, 0x400000 + 0x1000 * rng.randint(0, 3), 0x1000, 0, rng.choice(["/bin/c", "/bin/d"]), t)
+        elif roll < 0.07:
+            child = 300 + i
+            rec = fork(child, pid, child, pid, t)
+            pids.append(child)
+        else:
+            if rng.random() < 0.5:
+                chain = (R.PERF_CONTEXT_KERNEL, *(kaddr(rng.choice(KFUNCS)) for _ in range(rng.randint(1, 3))))
+                misc = R.PERF_RECORD_MISC_KERNEL
+            else:
+                chain = (R.PERF_CONTEXT_USER, *(0x400000 + 0x10 * rng.randint(0, 40) for _ in range(rng.randint(1, 4))))
+                misc = R.PERF_RECORD_MISC_USER
+            rec = R.Sample(ip=chain[1], pid=pid, tid=tid, time=t, cpu=cpu, res=0, period=rng.randint(1, 9) * 1000,
+                           callchain=chain, misc=misc, identifier=rng.choice([7, 8]))
+        per_cpu[cpu].append(rec)
+        if len(per_cpu[cpu]) >= rng.randint(3, 12):
+            writer.write_raw(cpu, b"".join(R.encode(r, layout) for r in per_cpu[cpu]))
+            per_cpu[cpu] = []
+            if rng.random() < 0.3:
+                writer.write_round()
+    for cpu, recs in per_cpu.items():
+        if recs:
+            writer.write_raw(cpu, b"".join(R.encode(r, layout) for r in recs))
+    writer.close({})
+    return path
+
+
+OPTIONS = [
+    (),
+    ("--no-children", "-g", "none"),
+    ("--sort", "comm,pid,tid,cpu,dso,sym", "-g", "none"),
+    ("--event", "task-clock", "--sort", "comm,sym", "-g", "caller"),
+    ("--format", "folded"),
+    ("--format", "json"),
+    ("--comm", "x,second", "--percentage", "relative", "-g", "none"),
+    ("--tid", "101,200", "--cpu", "1", "-g", "none"),
+    ("--time", "0.000001,0.0000015", "-g", "none"),
+]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_folding_in_small_chunks_gives_the_whole_decodes_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    path = str(random_capture(tmp_path / "r.prof", seed))
+    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)  # a chunk every frame or two
+    for argv in OPTIONS:
+        whole = report(capsys, monkeypatch, "whole", "-i", path, *argv)
+        assert "exit 0" in whole.splitlines()[0] or "--time" in argv, whole
+        for mode in ("jobs1", "jobs2"):
+            assert report(capsys, monkeypatch, mode, "-i", path, *argv) == whole, (mode, argv)
+
+
+def test_folding_splits_a_random_capture_into_many_chunks(tmp_path: Path) -> None:
+    from profiler.format.bulk import ChunkDecoder
+    from profiler.format.container import CaptureReader
+
+    reader = CaptureReader.open(random_capture(tmp_path / "r.prof", 4))
+    assert len(ChunkDecoder(reader, 512).plan()) > 20
+
+
+@pytest.mark.parametrize("name", ["small.prof", "format-2.0.prof", "format-1.0.prof"])
+def test_recorded_fixtures_report_the_same_folded(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    path = str(FIXTURES / name)
+    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 4096)
+    for argv in [(), ("--no-children", "-g", "none", "--sort", "pid,comm,dso,sym"), ("--format", "folded")]:
+        whole = report(capsys, monkeypatch, "whole", "-i", path, *argv)
+        for mode in ("jobs1", "jobs2"):
+            assert report(capsys, monkeypatch, mode, "-i", path, *argv) == whole, (mode, argv)
