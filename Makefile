@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed
 # COUNT mutations; failures saved under out/fuzz-failures). The suite runs a short fixed-seed one.
 COUNT ?= 20000
 
-.PHONY: fuzz demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-lost bench-debuginfod clean
+.PHONY: fuzz demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-lost bench-debuginfod bench-scale clean
 
 venv: $(STAMP)
 
@@ -76,7 +76,7 @@ fuzz: venv
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-lost bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export bench-stat bench-debuginfod
+bench: bench-lost bench-decode bench-record bench-report bench-scale bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export bench-stat bench-debuginfod
 
 bench-lost: venv fixtures
 	$(PY) benchmarks/bench_lost.py
@@ -88,7 +88,10 @@ bench-record: venv fixtures
 	$(PY) benchmarks/bench_record.py
 
 bench-report: venv fixtures
-	$(PY) benchmarks/bench_report.py
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_report.py
+
+bench-scale: venv
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_scale.py
 
 bench-flamegraph: venv
 	$(PY) benchmarks/bench_flamegraph.py

@@ -474,12 +474,23 @@ class _Views:
 # --- chain deduplication ------------------------------------------------------------------
 
 _MAX_DEPTH = 0x10000  # more entries than any record can hold (size is a u16)
-_rng = np.random.default_rng(0x5EED)  # fixed: chain ids must not depend on the run
+
+
+def _odd_multipliers(seed: int, n: int) -> U64:
+    """``n`` fixed pseudo-random odd 64-bit numbers (splitmix64 of ``seed``): chain ids must
+    not depend on the run, and numpy.random costs 10 MB and 30 ms to import."""
+    z = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    out: U64 = (z ^ (z >> np.uint64(31))) | np.uint64(1)
+    return out
+
+
 # Two tables of odd 64-bit multipliers, one per position in a chain: a chain's hash is
 # sum(word[p] * K[p]) mod 2**64. Chains differing in one position never collide (K[p] is odd);
 # two independent tables make any other collision a 2**-128 event.
-_KA = _rng.integers(0, 2**63, _MAX_DEPTH + 1, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
-_KB = _rng.integers(0, 2**63, _MAX_DEPTH + 1, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+_KA = _odd_multipliers(0x5EED, _MAX_DEPTH + 1)
+_KB = _odd_multipliers(0xB0B5EED, _MAX_DEPTH + 1)
 
 
 class _ChainStore:

@@ -49,8 +49,34 @@ def pair_ids(a: I64, b: I64) -> I64:
 
 
 def row_ids(columns: list[I64]) -> I64:
-    """Dense ids of the distinct rows of several integer columns."""
-    ids = dense_ids(columns[0])
-    for col in columns[1:]:
-        ids = pair_ids(ids, dense_ids(col))
-    return ids
+    """Ids of the distinct rows of several integer columns (equal rows, equal ids; dense when
+    there is more than one column that varies).
+
+    Each column becomes a digit of one mixed-radix integer key: its value minus its minimum
+    where its range is small, else its dense id; constant columns are skipped. Only when the
+    key would pass 2**62 is it made dense first."""
+    n = len(columns[0]) if columns else 0
+    key: I64 | None = None
+    span = 1
+    for col in columns:
+        if n == 0:
+            break
+        lo, hi = int(col.min()), int(col.max())
+        if lo == hi:
+            continue
+        if hi - lo < 8 * n + 65536:
+            digit, radix = col.astype(np.int64) - lo, hi - lo + 1
+        else:
+            digit = dense_ids(col)
+            radix = int(digit.max()) + 1
+        if key is None:
+            key, span = digit, radix
+            continue
+        if span * radix >= 1 << 62:
+            key = dense_ids(key)
+            span = int(key.max()) + 1
+        key = key * radix + digit
+        span *= radix
+    if key is None:
+        return np.zeros(n, dtype=np.int64)
+    return dense_ids(key)

@@ -27,9 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -159,6 +157,9 @@ class DebuginfodClient:
         return one
 
     def _download(self, url: str, build_id: str) -> Path | None:
+        import urllib.error  # with urllib.request: http.client and ssl, 7 MB, only when fetching
+        import urllib.request
+
         target_dir = self.cache / build_id
         request = urllib.request.Request(f"{url}/buildid/{build_id}/debuginfo",
                                          headers={"User-Agent": "profiler-debuginfod-client"})
