@@ -494,12 +494,19 @@ _KB = _odd_multipliers(0xB0B5EED, _MAX_DEPTH + 1)
 
 
 class _ChainStore:
-    """Assigns one id to each distinct callchain (by a 128-bit hash) and keeps its words."""
+    """Assigns one id to each distinct callchain (by a 128-bit hash) and keeps its words.
+
+    The known chains' hashes are kept sorted (by the first hash), so a batch of chains is
+    looked up with ``searchsorted`` and its new chains are stored with one gather: no Python
+    work per chain, however many chunks add the same chains again."""
 
     def __init__(self) -> None:
-        self.ids: dict[tuple[int, int], int] = {}
-        self.parts: list[U64] = [np.zeros(0, dtype=np.uint64)]  # chain 0: empty
-        self.lengths: list[int] = [0]
+        self.h1 = np.zeros(0, dtype=np.uint64)  # sorted
+        self.h2 = np.zeros(0, dtype=np.uint64)  # the second hash of the same chain
+        self.id_of = np.zeros(0, dtype=np.int64)
+        self.word_parts: list[U64] = [np.zeros(0, dtype=np.uint64)]
+        self.length_parts: list[I64] = [np.zeros(1, dtype=np.int64)]  # chain 0: empty
+        self.count = 1
 
     def add(self, w64: U64, first: I64, lengths: I64) -> I32:
         """Chain ids for the chains at word ``first`` of ``lengths`` words.
@@ -528,27 +535,47 @@ class _ChainStore:
         new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
         group = np.cumsum(new) - 1
         reps = order[new]
-        group_ids = np.empty(len(reps), dtype=np.int32)
-        ids = self.ids
-        for g, (k1, k2, rep) in enumerate(zip(h1[reps].tolist(), h2[reps].tolist(), reps.tolist())):
-            key = (k1, k2)
-            cid = ids.get(key)
-            if cid is None:
-                cid = len(self.lengths)
-                ids[key] = cid
-                start, length = int(f[rep]), int(ln[rep])
-                self.parts.append(w64[start:start + length].astype(np.uint64))
-                self.lengths.append(length)
-            group_ids[g] = cid
+        r1, r2 = h1[reps], h2[reps]  # the batch's distinct chains, sorted by (r1, r2)
+        cid = self._lookup(r1, r2)
+        unknown = np.flatnonzero(cid < 0)
+        if len(unknown):
+            fresh = np.arange(self.count, self.count + len(unknown), dtype=np.int64)
+            self.count += len(unknown)
+            cid[unknown] = fresh
+            rr = reps[unknown]
+            self.length_parts.append(ln[rr].astype(np.int64))
+            self.word_parts.append(w64[ranges(f[rr], ln[rr])].astype(np.uint64))
+            at = np.searchsorted(self.h1, r1[unknown], side="left")
+            self.h1 = np.insert(self.h1, at, r1[unknown])
+            self.h2 = np.insert(self.h2, at, r2[unknown])
+            self.id_of = np.insert(self.id_of, at, fresh)
         per_sample = np.empty(len(order), dtype=np.int32)
-        per_sample[order] = group_ids[group]
+        per_sample[order] = cid[group]
         out[by_len] = per_sample
         return out
 
+    def _lookup(self, r1: U64, r2: U64) -> I64:
+        """The ids of known chains with hashes (r1, r2); -1 for new ones."""
+        out = np.full(len(r1), -1, dtype=np.int64)
+        if not len(self.h1):
+            return out
+        lo = np.searchsorted(self.h1, r1, side="left")
+        hi = np.searchsorted(self.h1, r1, side="right")
+        one = np.flatnonzero(hi - lo == 1)
+        match = one[self.h2[lo[one]] == r2[one]]
+        out[match] = self.id_of[lo[match]]
+        for j in np.flatnonzero(hi - lo > 1).tolist():  # chains sharing a first hash: a 2**-64 event
+            a, b = int(lo[j]), int(hi[j])
+            same = np.flatnonzero(self.h2[a:b] == r2[j])
+            if len(same):
+                out[j] = self.id_of[a + int(same[0])]
+        return out
+
     def table(self) -> ChainTable:
-        start = np.zeros(len(self.lengths) + 1, dtype=np.int64)
-        np.cumsum(np.asarray(self.lengths, dtype=np.int64), out=start[1:])
-        return ChainTable(start, np.concatenate(self.parts).astype(np.uint64))
+        lengths = np.concatenate(self.length_parts)
+        start = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=start[1:])
+        return ChainTable(start, np.concatenate(self.word_parts).astype(np.uint64))
 
 
 # --- decoding -----------------------------------------------------------------------------

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -56,6 +57,7 @@ U64 = npt.NDArray[np.uint64]
 
 FOLD_CHUNK_BYTES = CHUNK_BYTES  # record bytes decoded at once by one process: their pages and columns
 MAX_JOBS = 4
+T = TypeVar("T")
 
 
 @dataclass
@@ -172,19 +174,24 @@ def fold_capture(reader: CaptureReader, filters: Filters, callchains: bool = Tru
     if not fold_supported(reader.header, filters):
         return None
     decoder = ChunkDecoder(reader, chunk_bytes)
+    frame_chunks = decoder.plan()
+    jobs = _jobs(jobs, len(frame_chunks))
     warnings: list[str] = []
     counts: Counter[str] = Counter()
     others: list[OtherRecord] = []
     failed = 0
     chunks: list[tuple[list[Frame], int]] = []
     seq0 = 0
-    for frames in decoder.plan():
-        chunk = decoder.records(frames, seq0, warnings)
-        count_types(chunk.types, counts)
-        failed += decoder.others(chunk, others)
+    for frames, scan in zip(frame_chunks, _map(lambda k: _scan_chunk(decoder, frame_chunks[k]),
+                                               len(frame_chunks), jobs)):
+        for o in scan.others:
+            o.seq += seq0
+        others.extend(scan.others)
+        counts.update(scan.counts)
+        warnings.extend(scan.warnings)
+        failed += scan.failed
         chunks.append((frames, seq0))
-        seq0 += len(chunk.offsets)
-        decoder.release(frames)
+        seq0 += scan.records
     if any(o.time < 0 for o in others):
         return None
     others.sort(key=lambda o: (o.time, o.seq))
@@ -197,7 +204,7 @@ def fold_capture(reader: CaptureReader, filters: Filters, callchains: bool = Tru
                  tuple(time_bounds(r, np.zeros(0, np.uint64), start) for r in filters.time or ()),
                  callchains, keep_cpu)
     del others
-    folded = _run(plan, _jobs(jobs, len(chunks)))
+    folded = _run(plan, jobs)
     folded.counts = counts
     name_unknown(state, folded.rows.tid, folded.rows.comm)
     if folded.damaged_samples:
@@ -219,31 +226,59 @@ def _jobs(jobs: int | None, chunks: int) -> int:
     return max(1, min(jobs, chunks))
 
 
-_PLAN: _Plan | None = None  # the plan a worker process folds chunks of (set before the fork)
+@dataclass
+class _Scan:
+    """The first pass over one chunk: its record count and its non-sample records (file
+    positions counted from the chunk's first record)."""
+
+    records: int
+    others: list[OtherRecord]
+    counts: Counter[str]
+    warnings: list[str]
+    failed: int
 
 
-def _worker_fold(index: int) -> _ChunkResult:
-    assert _PLAN is not None
-    return _fold_chunk(_PLAN, index)
+def _scan_chunk(decoder: ChunkDecoder, frames: list[Frame]) -> _Scan:
+    warnings: list[str] = []
+    chunk = decoder.records(frames, 0, warnings)
+    counts: Counter[str] = Counter()
+    count_types(chunk.types, counts)
+    others: list[OtherRecord] = []
+    failed = decoder.others(chunk, others)
+    decoder.release(frames)
+    return _Scan(len(chunk.offsets), others, counts, warnings, failed)
+
+
+_TASK: Callable[[int], Any] | None = None  # what a worker process computes (set before the fork)
+
+
+def _call_task(index: int) -> Any:
+    assert _TASK is not None
+    return _TASK(index)
+
+
+def _map(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
+    """``task(0)``, ``task(1)``, ... in order: in this process, or in ``jobs`` worker processes
+    forked now (they inherit everything ``task`` needs; only indices and results are sent)."""
+    global _TASK
+    if jobs <= 1:
+        for k in range(count):
+            yield task(k)
+        return
+    import multiprocessing
+
+    _TASK = task
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            yield from pool.imap(_call_task, range(count))
+    finally:
+        _TASK = None
 
 
 def _run(plan: _Plan, jobs: int) -> Folded:
-    global _PLAN
-    store = _ChainStore()
-    merged = _Merge(plan, store)
-    if jobs <= 1:
-        for k in range(len(plan.chunks)):
-            merged.add(_fold_chunk(plan, k))
-        return merged.result()
-    import multiprocessing
-
-    _PLAN = plan
-    try:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            for result in pool.imap(_worker_fold, range(len(plan.chunks))):
-                merged.add(result)
-    finally:
-        _PLAN = None
+    merged = _Merge(plan, _ChainStore())
+    for result in _map(lambda k: _fold_chunk(plan, k), len(plan.chunks), jobs):
+        merged.add(result)
     return merged.result()
 
 
