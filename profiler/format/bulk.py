@@ -719,7 +719,9 @@ class _SampleBuilder:
     columns plus one chunk's temporaries (READ's counters, whose number is only known while
     decoding, are the exception)."""
 
-    def __init__(self, events: EventTable, n: int, callchains: bool = True) -> None:
+    def __init__(self, events: EventTable, n: int, callchains: bool = True, lean: bool = False) -> None:
+        """``lean``: only the core columns and the callchains (no ``extra`` words, no READ,
+        RAW, registers or stack copies)."""
         self.events = events
         self.callchains = callchains
         self.cols: dict[str, npt.NDArray[Any]] = {k: np.empty(n, dtype=t) for k, t in _DTYPES.items()}
@@ -730,7 +732,8 @@ class _SampleBuilder:
         present = 0
         for ev in events.events:
             present |= ev.layout.sample_type
-        fields = [f for f in R.SAMPLE_FIELDS if present & f.bit]
+        fields = [f for f in R.SAMPLE_FIELDS if present & f.bit and not (lean and f.kind != R.KIND_CALLCHAIN
+                                                                        and f.name not in _CORE_WORDS)]
         self.extra = {f.name: np.zeros(n, dtype=np.uint64) for f in fields
                       if f.kind == R.KIND_U64 and f.name not in _CORE_WORDS}
         self.parts = {f.name: self._allocate(f, n, events) for f in fields if f.kind not in R.FIXED_KINDS
@@ -992,10 +995,11 @@ class ChunkDecoder:
         sizes = self.views.w16[(offsets >> 1) + 3].astype(np.int64)
         return RecordChunk(frames, offsets, cpus, types, sizes, seq0)
 
-    def samples(self, chunk: RecordChunk, callchains: bool = True) -> tuple[SampleColumns, int]:
-        """The chunk's samples (file order) and how many were damaged (skipped)."""
+    def samples(self, chunk: RecordChunk, callchains: bool = True, lean: bool = False) -> tuple[SampleColumns, int]:
+        """The chunk's samples (file order) and how many were damaged (skipped); ``lean``: the
+        core columns and callchains only (see ``_SampleBuilder``)."""
         is_sample = chunk.types == R.PERF_RECORD_SAMPLE
-        builder = _SampleBuilder(self.events, int(np.count_nonzero(is_sample)), callchains)
+        builder = _SampleBuilder(self.events, int(np.count_nonzero(is_sample)), callchains, lean)
         builder.add(self.views, chunk.offsets[is_sample], chunk.sizes[is_sample], chunk.seq[is_sample])
         return builder.finish(), builder.damaged
 

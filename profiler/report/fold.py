@@ -335,7 +335,7 @@ def _fold_chunk(plan: _Plan, index: int) -> _ChunkResult:
     decoder = plan.decoder
     frames, seq0 = plan.chunks[index]
     chunk = decoder.records(frames, seq0, [])  # its warnings were given by the first pass
-    s, damaged = decoder.samples(chunk, plan.callchains)
+    s, damaged = decoder.samples(chunk, plan.callchains, lean=True)
     decoder.release(frames)
     del chunk
     recorded = np.bincount(s.event, minlength=len(decoder.events.events)).astype(np.int64)
