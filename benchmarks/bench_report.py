@@ -25,22 +25,30 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_scale import _tree_rss_kb  # noqa: E402
 
 
-def timed(cmd: list[str], runs: int) -> tuple[float, int]:
-    """(best wall seconds, largest max RSS in KB) over ``runs`` runs; output discarded."""
-    best, rss = float("inf"), 0
+def timed(cmd: list[str], runs: int, env: dict[str, str] | None = None) -> tuple[float, int, int]:
+    """(best wall seconds, largest max RSS of one process in KB, largest PSS summed over the
+    process and its workers in KB) over ``runs`` runs; output discarded."""
+    best, rss, pss = float("inf"), 0, 0
     gnu_time = shutil.which("time") or "/usr/bin/time"
     for _ in range(runs):
         t0 = time.perf_counter()
-        res = subprocess.run([gnu_time, "-f", "%M", *cmd], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([gnu_time, "-f", "%M", *cmd], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        while proc.poll() is None:
+            pss = max(pss, _tree_rss_kb(proc.pid))
+            time.sleep(0.02)
         wall = time.perf_counter() - t0
-        if res.returncode != 0:
-            sys.exit(f"failed: {' '.join(cmd)}\n{res.stderr[-2000:]}")
+        err = proc.stderr.read() if proc.stderr else ""
+        if proc.returncode != 0:
+            sys.exit(f"failed: {' '.join(cmd)}\n{err[-2000:]}")
         best = min(best, wall)
-        rss = max(rss, int(res.stderr.strip().splitlines()[-1]))
-    return best, rss
+        rss = max(rss, int(err.strip().splitlines()[-1]))
+    return best, rss, pss
 
 
 def record(workdir: Path, scale: str, freq: str) -> tuple[Path, Path]:
@@ -99,15 +107,24 @@ def main() -> None:
         ("default report", ["--stdio"], []),
         ("flat report", ["--stdio", "--no-children", "-g", "none"], ["--no-children", "-g", "none"]),
     ]
-    print(f"\n{'case':<16} {'perf s':>8} {'ours s':>8} {'ratio':>6} {'perf MB':>8} {'ours MB':>8} {'ratio':>6}")
+    print(f"\n{'case':<16} {'jobs':>4} {'perf s':>8} {'ours s':>8} {'ratio':>6} {'perf MB':>8} {'ours MB':>8} "
+          f"{'ratio':>6} {'PSS MB':>7}")
     for name, perf_args, our_args in cases:
-        p_wall, p_rss = timed(["perf", "report", "-i", str(theirs), *perf_args], args.runs)
-        o_wall, o_rss = timed([PY, "-m", "profiler", "report", "-i", str(ours), *our_args], args.runs)
-        # normalise wall time to the same sample count
-        o_norm = o_wall * (n_theirs / n_ours) if n_ours and n_theirs else o_wall
-        print(f"{name:<16} {p_wall:8.2f} {o_wall:8.2f} {o_norm / p_wall:6.2f} {p_rss / 1024:8.0f} "
-              f"{o_rss / 1024:8.0f} {o_rss / p_rss:6.2f}")
-    print("\n(ratio = ours / perf; wall-time ratio normalised to perf's sample count; "
+        p_wall, p_rss, _ = timed(["perf", "report", "-i", str(theirs), *perf_args], args.runs)
+        for jobs in ("auto", "1"):
+            env = dict(os.environ)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)  # as users run it: bytecode cache on
+            env.pop("PROFILER_JOBS", None)
+            if jobs != "auto":
+                env["PROFILER_JOBS"] = jobs
+            o_wall, o_rss, o_pss = timed([PY, "-m", "profiler", "report", "-i", str(ours), *our_args], args.runs, env)
+            # normalise wall time to the same sample count
+            o_norm = o_wall * (n_theirs / n_ours) if n_ours and n_theirs else o_wall
+            print(f"{name:<16} {jobs:>4} {p_wall:8.2f} {o_wall:8.2f} {o_norm / p_wall:6.2f} {p_rss / 1024:8.0f} "
+                  f"{o_rss / 1024:8.0f} {o_rss / p_rss:6.2f} {o_pss / 1024:7.0f}", flush=True)
+    print("\n(ratio = ours / perf; wall-time ratio normalised to perf's sample count; MB: the largest "
+          "single process's max RSS (/usr/bin/time), PSS: ours summed over its worker processes; "
+          f"load average {os.getloadavg()[0]:.1f}; "
           f"symbol cache in {env_cache})")
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
