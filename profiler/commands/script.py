@@ -23,14 +23,17 @@ from profiler.errors import ReportError
 def command(srcline: bool, fields: str | None, as_json: bool, **kwargs: Any) -> None:
     """Print every sample in perf script's default text layout; with several events and no
     --event, every event's samples interleaved in time order, as perf script does."""
-    from profiler.report.load import load_profile, open_capture, progress_printer
+    from profiler.report.load import OpenedCapture, load_profile, progress_printer, select_event
 
     opts = replace(load_options(kwargs), payloads=True)
     if srcline or (fields is not None and "srcline" in fields):
         opts = replace(opts, srclines=True)
-    opened = open_capture(opts.input)
-    names = [ev.name for ev in opened[1].events.events]
+    capture = OpenedCapture(opts.input)
+    names = capture.names
     chosen = [opts.filters.event] if opts.filters.event is not None or as_json or len(names) == 1 else names
+    if _stream(opts, capture, [select_event(names, name) for name in chosen], fields, srcline, as_json):
+        return
+    opened = capture.pair()
     profiles = [load_profile(opts, progress_printer(False), event=name, opened=opened) for name in chosen]
     for w in profiles[0].warnings:
         warn(w)
@@ -47,14 +50,59 @@ def command(srcline: bool, fields: str | None, as_json: bool, **kwargs: Any) -> 
     _render(shown, fields, srcline)
 
 
-def _render(profiles: list[Any], fields: str | None, srcline: bool) -> None:
+def _stream(opts: Any, capture: Any, events: list[int], fields: str | None, srcline: bool, as_json: bool) -> bool:
+    """Print the samples window by window (profiler.report.stream: memory bounded by a window,
+    not the capture); False when the capture must be decoded whole instead (nothing printed)."""
+    import os
+
+    from profiler.report.stream import Totals, stream_profiles
+
+    if os.environ.get("PROFILER_FOLD") == "0":  # the whole-capture decode, to compare
+        return False
+    totals = Totals()
+    windows = stream_profiles(opts, capture, events, totals)
+    if windows is None:
+        return False
+    said: set[str] = set()
+
+    def tell(messages: list[str]) -> None:
+        for message in messages:
+            if message not in said:
+                said.add(message)
+                warn(message)
+
+    for profiles in windows:
+        tell(totals.warnings)
+        tell(profiles[0].resolver.warnings if profiles[0].resolver is not None else [])
+        shown = [p for p in profiles if p.total_samples]
+        if not shown:
+            continue
+        if as_json:
+            from profiler.report.render.script import render_json_lines
+
+            render_json_lines(sys.stdout, shown[0])
+        else:
+            _render(shown, fields, srcline, said)
+    tell(totals.warnings)
+    if sum(totals.recorded.get(e, 0) for e in events) == 0:
+        raise ReportError(f"{opts.input} has no samples of event '{capture.names[events[0]]}'.")
+    if sum(totals.shown.values()) == 0:
+        raise ReportError("no samples match the filters.")
+    return True
+
+
+def _render(profiles: list[Any], fields: str | None, srcline: bool, said: set[str] | None = None) -> None:
     from profiler.report.render.script import field_texts, parse_fields, render_merged, script_texts
 
     streams = []
     for profile in profiles:
         chosen = parse_fields(fields, profile.trace_format is not None, profile.has_callchains)
         if chosen is not None and "trace" in chosen and profile.trace_format is None and fields is not None:
-            warn(f"'trace' is only valid for tracepoint events, not {profile.event}: ignoring it.")
+            message = f"'trace' is only valid for tracepoint events, not {profile.event}: ignoring it."
+            if said is None or message not in said:
+                warn(message)
+                if said is not None:
+                    said.add(message)
         if chosen is not None and srcline and "srcline" not in chosen:
             chosen = (*chosen, "srcline")
         streams.append(script_texts(profile, srcline=srcline) if chosen is None else field_texts(profile, chosen))

@@ -599,6 +599,12 @@ def _sample_fields(layout: R.SampleLayout) -> dict[str, int]:
     return where
 
 
+def sample_word(layout: R.SampleLayout, name: str) -> int | None:
+    """Word index (from the record's header) of a fixed sample field that precedes every
+    variable-size one (``identifier``, ``ip``, ``tid``, ``time``, ...); None when absent."""
+    return _sample_fields(layout).get(name)
+
+
 def _id_word(events: EventTable) -> int | None:
     """Word of a SAMPLE record (from its header) holding the id that names its event: the
     IDENTIFIER, or with one layout shared by every event, its PERF_SAMPLE_ID (perf record

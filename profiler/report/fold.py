@@ -46,7 +46,9 @@ from profiler.format.bulk import (
     _ChainStore,
     count_types,
     ranges,
+    sample_word,
 )
+from profiler.format import records as R
 from profiler.format.container import CaptureReader, Frame
 from profiler.report.groupby import row_ids
 from profiler.report.options import Filters, time_bounds
@@ -166,23 +168,35 @@ def fold_supported(header: dict[str, Any], filters: Filters) -> bool:
     return isinstance(start, int) and start > 0 and all(r.unit != "%" for r in filters.time)
 
 
-def fold_capture(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
-                 jobs: int | None = None, chunk_bytes: int = FOLD_CHUNK_BYTES) -> Folded | None:
-    """The capture folded into distinct rows after ``--cpu``/``--time`` (the entry filters are
-    the caller's: rows keep pid, tid and comm); None when it cannot be (the caller decodes the
-    whole capture). ``keep_cpu=False`` folds the samples of every CPU together."""
+@dataclass
+class Prepared:
+    """The first pass over a capture: the plan of the second, and what it found."""
+
+    plan: _Plan
+    jobs: int
+    counts: Counter[str]
+    warnings: list[str]
+    failed: int  # damaged non-sample records
+    chunk_times: list[tuple[int, int]]  # per chunk: its samples' earliest and latest time ((-1, -1): none)
+
+
+def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
+            jobs: int | None = None, chunk_bytes: int | None = None) -> Prepared | None:
+    """Pass 1 (see the module docstring); None when the capture cannot be read chunk by chunk."""
     if not fold_supported(reader.header, filters):
         return None
-    decoder = ChunkDecoder(reader, chunk_bytes)
+    decoder = ChunkDecoder(reader, FOLD_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
     frame_chunks = decoder.plan()
     jobs = _jobs(jobs, len(frame_chunks))
+    time_word = _time_word(decoder)
     warnings: list[str] = []
     counts: Counter[str] = Counter()
     others: list[OtherRecord] = []
     failed = 0
     chunks: list[tuple[list[Frame], int]] = []
+    chunk_times: list[tuple[int, int]] = []
     seq0 = 0
-    for frames, scan in zip(frame_chunks, _map(lambda k: _scan_chunk(decoder, frame_chunks[k]),
+    for frames, scan in zip(frame_chunks, _map(lambda k: _scan_chunk(decoder, frame_chunks[k], time_word),
                                                len(frame_chunks), jobs)):
         for o in scan.others:
             o.seq += seq0
@@ -191,6 +205,7 @@ def fold_capture(reader: CaptureReader, filters: Filters, callchains: bool = Tru
         warnings.extend(scan.warnings)
         failed += scan.failed
         chunks.append((frames, seq0))
+        chunk_times.append(scan.times)
         seq0 += scan.records
     if any(o.time < 0 for o in others):
         return None
@@ -203,17 +218,35 @@ def fold_capture(reader: CaptureReader, filters: Filters, callchains: bool = Tru
                  tuple(filters.cpus or ()),
                  tuple(time_bounds(r, np.zeros(0, np.uint64), start) for r in filters.time or ()),
                  callchains, keep_cpu)
-    del others
-    folded = _run(plan, jobs)
-    folded.counts = counts
+    return Prepared(plan, jobs, counts, warnings, failed, chunk_times)
+
+
+def fold_capture(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
+                 jobs: int | None = None, chunk_bytes: int | None = None) -> Folded | None:
+    """The capture folded into distinct rows after ``--cpu``/``--time`` (the entry filters are
+    the caller's: rows keep pid, tid and comm); None when it cannot be (the caller decodes the
+    whole capture). ``keep_cpu=False`` folds the samples of every CPU together."""
+    prepared = prepare(reader, filters, callchains, keep_cpu, jobs, chunk_bytes)
+    if prepared is None:
+        return None
+    state, warnings = prepared.plan.state, prepared.warnings
+    folded = _run(prepared.plan, prepared.jobs)
+    folded.counts = prepared.counts
     name_unknown(state, folded.rows.tid, folded.rows.comm)
     if folded.damaged_samples:
         warnings.append(f"{folded.damaged_samples} damaged samples (callchain longer than the record) "
                         f"were skipped.")
-    if failed:
-        warnings.append(f"{failed} damaged non-sample records were skipped.")
+    if prepared.failed:
+        warnings.append(f"{prepared.failed} damaged non-sample records were skipped.")
     folded.warnings = warnings
     return folded
+
+
+def _time_word(decoder: ChunkDecoder) -> int | None:
+    """The word of every SAMPLE record (from its header) that holds its time, when every
+    event puts it at the same place; None otherwise (or without times)."""
+    words = {sample_word(ev.layout, "time") for ev in decoder.events.events}
+    return words.pop() if len(words) == 1 else None
 
 
 def _jobs(jobs: int | None, chunks: int) -> int:
@@ -236,17 +269,24 @@ class _Scan:
     counts: Counter[str]
     warnings: list[str]
     failed: int
+    times: tuple[int, int]  # its samples' earliest and latest time; (-1, -1) without (or unknown)
 
 
-def _scan_chunk(decoder: ChunkDecoder, frames: list[Frame]) -> _Scan:
+def _scan_chunk(decoder: ChunkDecoder, frames: list[Frame], time_word: int | None) -> _Scan:
     warnings: list[str] = []
     chunk = decoder.records(frames, 0, warnings)
     counts: Counter[str] = Counter()
     count_types(chunk.types, counts)
     others: list[OtherRecord] = []
     failed = decoder.others(chunk, others)
+    times = (-1, -1)
+    if time_word is not None:
+        big = (chunk.types == R.PERF_RECORD_SAMPLE) & (chunk.sizes > 8 * time_word)
+        t = decoder.views.w64[(chunk.offsets[big] >> 3) + time_word]
+        if len(t):
+            times = (int(t.min()), int(t.max()))
     decoder.release(frames)
-    return _Scan(len(chunk.offsets), others, counts, warnings, failed)
+    return _Scan(len(chunk.offsets), others, counts, warnings, failed, times)
 
 
 _TASK: Callable[[int], Any] | None = None  # what a worker process computes (set before the fork)

@@ -135,3 +135,76 @@ def test_recorded_fixtures_report_the_same_folded(name: str, tmp_path: Path, cap
         whole = report(capsys, monkeypatch, "whole", "-i", path, *argv)
         for mode in ("jobs1", "jobs2"):
             assert report(capsys, monkeypatch, mode, "-i", path, *argv) == whole, (mode, argv)
+
+
+def script(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, whole: bool,
+           *argv: str) -> tuple[int, str, list[str]]:
+    """Exit code, output and warnings (streamed, a warning comes when its window does)."""
+    monkeypatch.setenv("PROFILER_FOLD", "0" if whole else "1")
+    code = 0
+    try:
+        main(["script", *argv])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, sorted(err.splitlines())
+
+
+SCRIPT_OPTIONS = [
+    (),
+    ("--event", "task-clock"),
+    ("-F", "comm,tid,time,event,ip,sym,dso,period"),
+    ("--json",),
+    ("--comm", "x,second", "--cpu", "1"),
+    ("--tid", "101,200,300"),
+    ("--time", "0.000001,0.0000015"),
+]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 5])
+def test_script_streamed_window_by_window_is_the_whole_decodes_script(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    from profiler.report import stream
+
+    path = str(random_capture(tmp_path / "r.prof", seed))
+    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)
+    monkeypatch.setattr(stream, "WINDOW_SAMPLES", 1)
+    for argv in SCRIPT_OPTIONS:
+        code, out, warned = script(capsys, monkeypatch, True, "-i", path, *argv)
+        s_code, s_out, s_warned = script(capsys, monkeypatch, False, "-i", path, *argv)
+        assert (s_code, s_out) == (code, out), argv
+        # the whole decode warns only of the first event's symbols; streamed, of every event's
+        assert set(warned) <= set(s_warned), argv
+
+
+def test_script_windows_hold_part_of_the_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The samples come out in many windows, each in time order, all of them once."""
+    from profiler.report.load import OpenedCapture
+    from profiler.report.options import LoadOptions
+    from profiler.report import stream
+    from profiler.report.stream import Totals, stream_profiles
+
+    path = str(random_capture(tmp_path / "r.prof", 6))
+    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)
+    monkeypatch.setattr(stream, "WINDOW_SAMPLES", 1)
+    capture = OpenedCapture(path)
+    totals = Totals()
+    windows = stream_profiles(LoadOptions(input=path), capture, [0, 1], totals)
+    assert windows is not None
+    sizes, last = [], (0, -1)
+    for profiles in windows:
+        keys = sorted((int(t), int(q)) for p in profiles for t, q in zip(p.samples.time, p.samples.seq))
+        assert keys and keys[0] >= last
+        last = keys[-1]
+        sizes.append(len(keys))
+    assert len(sizes) > 10 and max(sizes) < sum(sizes) / 5
+    assert sum(sizes) == sum(totals.recorded.values())
+
+
+@pytest.mark.parametrize("name", ["small.prof", "format-1.0.prof"])
+def test_recorded_fixtures_script_the_same_streamed(name: str, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    path = str(FIXTURES / name)
+    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 4096)
+    for argv in [(), ("-F", "comm,pid,tid,cpu,time,period,event,ip,sym,dso")]:
+        assert script(capsys, monkeypatch, False, "-i", path, *argv) == script(capsys, monkeypatch, True, "-i", path, *argv)
