@@ -150,7 +150,9 @@ def test_children_per_symbol_equal_perf_report(name: str, recordings: dict[str, 
         expected = _plt(expected)
         assert set(ours) == set(expected)
         for key, percent in expected.items():
-            assert abs(ours[key] - percent) <= 0.0051, key  # perf prints two decimals
+            # perf prints two decimals; the merged PLT row (see _plt) sums each entry's Children,
+            # where perf's bare '@plt' counts a sample once that passes two PLT entries
+            assert abs(ours[key] - percent) <= (0.02 if key[2] == "@plt" else 0.0051), key
 
 
 def _plt(counts: dict[tuple[str, str, str], float]) -> dict[tuple[str, str, str], float]:
