@@ -405,21 +405,26 @@ def split_callchains(start: I64, words: U64, cpumode: npt.NDArray[np.uint16]) ->
     return CallchainEntries(owner[keep], words[keep].astype(np.uint64), context[keep])
 
 
-def _walk_record_offsets(sizes16: memoryview, end: int) -> tuple[list[int], int]:
+def _walk_record_offsets(sizes16: memoryview, end: int, limit: int = -1) -> tuple[list[int], int]:
     """Offsets of the records in a frame payload, walked one by one; and where the good part
     stops. ``sizes16`` is the payload as native u16: a record's size is u16 number 3 of its
-    header."""
+    header. With ``limit`` >= 0, the walk gives up after that many records (it then stops
+    short of ``end`` with no damage found)."""
     offsets: list[int] = []
     append = offsets.append
     pos = 0
     last = end - 8
-    while pos <= last:
+    while pos <= last and limit != 0:
         size = sizes16[(pos >> 1) + 3]
         if size < 8 or size & 7 or pos + size > end:
             break
         append(pos)
         pos += size
+        limit -= 1
     return offsets, pos
+
+
+WALK_BYTES_PER_RECORD = 256  # frames whose records average at least this walk them one by one
 
 
 class _Views:
@@ -449,6 +454,13 @@ class _Views:
         """
         start = frame.offset + FRAME_HEADER_SIZE
         end = len(frame.payload)
+        if end % 8 == 0 and self.native and end >= 64 * WALK_BYTES_PER_RECORD:
+            # Big records (DWARF samples: kilobytes of stack each): following the sizes visits
+            # a few records, where the candidate scan below reads every word of the frame.
+            offs, stop = _walk_record_offsets(memoryview(frame.payload).cast("B").cast("H"), end,
+                                              end // WALK_BYTES_PER_RECORD)
+            if stop == end:
+                return np.asarray(offs, dtype=np.int64) + start
         first, nwords = start >> 3, end >> 3
         sizes = self.w16[(first * 4 + 3):((first + nwords) * 4):4]  # a strided view, no copy
         cand = np.flatnonzero((sizes >= 8) & ((sizes & 7) == 0))
