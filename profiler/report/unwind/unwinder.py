@@ -80,23 +80,25 @@ class StackCopies:
 
     def read(self, sample: I64, addr: U64) -> tuple[U64, Bools]:
         """The little-endian u64 at ``addr`` in each sample's copy, and whether it is inside."""
-        with np.errstate(over="ignore"):
-            rel = (addr - self.sp0[sample]).view(np.int64)
-        ok = (rel >= 0) & (rel <= self.size[sample] - 8)
-        pos = np.where(ok, self.offset[sample] + rel, 0)
-        out = np.zeros(len(sample), dtype=np.uint64)
-        if not ok.any():
-            return out, ok
-        aligned = ok & (pos & 7 == 0)
-        buf = self.buf
-        if aligned.any():
-            words = buf[: len(buf) - len(buf) % 8].view("<u8")
-            out[aligned] = words[pos[aligned] >> 3]
-        odd = np.flatnonzero(ok & ~aligned)
-        if len(odd):
-            idx = pos[odd][:, None] + np.arange(8, dtype=np.int64)
-            out[odd] = np.ascontiguousarray(buf[idx]).view("<u8")[:, 0]
+        return read_words(self.buf, self.offset[sample], self.size[sample], self.sp0[sample], addr)
+
+
+def read_words(buf: U8, offset: I64, size: I64, sp0: U64, addr: U64) -> tuple[U64, Bools]:
+    """Per entry: the little-endian u64 at ``addr`` in the stack copy ``buf[offset:offset +
+    size]`` of the memory from ``sp0`` up, and whether it is inside (0 where not)."""
+    with np.errstate(over="ignore"):
+        rel = (addr - sp0).view(np.int64)
+    ok = (rel >= 0) & (rel <= size - 8)
+    pos = np.where(ok, offset + rel, 0)
+    if not len(pos) or not len(buf):
+        return np.zeros(len(pos), dtype=np.uint64), ok & False
+    if not (pos & 7).any():  # the usual case: 8-aligned slots in 8-aligned copies
+        words = buf[: len(buf) - len(buf) % 8].view("<u8")
+        out: U64 = np.where(ok, words[pos >> 3], np.uint64(0)).astype(np.uint64, copy=False)
         return out, ok
+    idx = np.minimum(pos[:, None] + np.arange(8, dtype=np.int64), len(buf) - 1)
+    got = np.ascontiguousarray(buf[idx]).view("<u8")[:, 0]
+    return np.where(ok, got, np.uint64(0)).astype(np.uint64, copy=False), ok
 
 
 class CombinedTables:
@@ -131,6 +133,17 @@ class CombinedTables:
         self.rule_reg = cat(rr, np.int8, (t,)).astype(np.int64)
         self.flags = cat(fl, np.uint8)
         self.fp_row = _frame_pointer_row(cols)
+        # The frame-pointer rule as one more row (after every keyed row): JIT frames use it.
+        fcol, foff, fkinds, fargs = self.fp_row
+        self.fp_index = len(self.key)
+        self.cfa_kind = np.append(self.cfa_kind, np.uint8(CFA_REG))
+        self.cfa_reg = np.append(self.cfa_reg, fcol)
+        self.cfa_off = np.append(self.cfa_off, foff)
+        self.plt = np.append(self.plt, np.uint64(0))
+        self.rule_kind = np.concatenate([self.rule_kind, np.asarray([fkinds], dtype=np.uint8)])
+        self.rule_arg = np.concatenate([self.rule_arg, np.asarray([fargs], dtype=np.int64)])
+        self.rule_reg = np.concatenate([self.rule_reg, np.full((1, t), -1, dtype=np.int64)])
+        self.flags = np.append(self.flags, np.uint8(0))
 
     def rows(self, slot: I64, addr: U64) -> tuple[I64, Bools]:
         """Row index per lookup (valid where the second array is True)."""
@@ -174,155 +187,139 @@ class UnwindResult:
 def unwind(cols: ArchColumns, regs: U64, valid: Bools, pc: U64, stacks: StackCopies,
            code: CodeMap, tables: CombinedTables, max_depth: int = MAX_DEPTH_DEFAULT) -> UnwindResult:
     """Unwind all samples. ``regs``/``valid`` are (n, columns): each column's value at the
-    sample (the return-address column invalid on x86_64, x30 on aarch64)."""
+    sample (the return-address column invalid on x86_64, x30 on aarch64).
+
+    The state of the samples still unwinding is kept compact (one row per active sample, in
+    sample order): each depth works on those rows only and drops the samples that stop."""
     n = len(pc)
-    regs = regs.copy()
-    valid = valid.copy()
-    cur = pc.astype(np.uint64).copy()
     reason = np.full(n, ACTIVE, dtype=np.uint8)
-    after_signal = np.zeros(n, dtype=bool)
+    st = _State(np.arange(n, dtype=np.int64), pc.astype(np.uint64).copy(),
+                np.ascontiguousarray(regs, dtype=np.uint64).copy(), np.ascontiguousarray(valid, dtype=bool).copy(),
+                np.zeros(n, dtype=bool), stacks.offset.astype(np.int64), stacks.size.astype(np.int64),
+                stacks.sp0.astype(np.uint64))
     out_sample: list[I64] = []
     out_pc: list[U64] = []
-    active = np.arange(n, dtype=np.int64)
     for depth in range(max_depth):
-        if not len(active):
+        if not len(st.sid):
             break
-        out_sample.append(active)
-        out_pc.append(cur[active])
+        out_sample.append(st.sid)
+        out_pc.append(st.pc)
         if depth == max_depth - 1:
-            reason[active] = MAX_DEPTH
+            reason[st.sid] = MAX_DEPTH
             break
-        stop, cont = _step(cols, regs, valid, cur, after_signal, active, depth, stacks, code, tables)
-        for why, idx in stop.items():
-            reason[idx] = why
-        active = cont
+        why = _step(cols, st, depth, stacks.buf, code, tables)
+        stopped = why != ACTIVE
+        reason[st.sid[stopped]] = why[stopped]
+        st = st.keep(~stopped)
     return _collect(n, out_sample, out_pc, reason)
 
 
-def _step(cols: ArchColumns, regs: U64, valid: Bools, cur: U64, after_signal: Bools, act: I64,
-          depth: int, stacks: StackCopies, code: CodeMap, tables: CombinedTables,
-          ) -> tuple[dict[int, I64], I64]:
-    """One frame for every active sample: updates regs/valid/cur in place; returns the samples
-    that stop (by reason) and those that go on."""
-    stops: dict[int, list[I64]] = {}
+@dataclass
+class _State:
+    """The samples still unwinding: sample index, pc, registers (m, columns) and their
+    validity, whether the frame was entered by a signal, and each one's stack copy."""
 
-    def stop(why: int, mask: Bools, idx: I64) -> I64:
-        stops.setdefault(why, []).append(idx[mask])
-        return idx[~mask]
+    sid: I64
+    pc: U64
+    regs: U64
+    valid: Bools
+    after_signal: Bools
+    offset: I64
+    size: I64
+    sp0: U64
 
-    pc = cur[act]
-    lookup = pc.copy()
+    def keep(self, go: Bools) -> _State:
+        if go.all():
+            return self
+        return _State(self.sid[go], self.pc[go], self.regs[go], self.valid[go], self.after_signal[go],
+                      self.offset[go], self.size[go], self.sp0[go])
+
+
+def _step(cols: ArchColumns, st: _State, depth: int, buf: U8, code: CodeMap, tables: CombinedTables) -> U8:
+    """One frame for every active sample: updates ``st`` in place (pc, registers) and returns
+    each sample's reason to stop (``ACTIVE``: it goes on)."""
+    m = len(st.sid)
+    t = cols.count
+    pc = st.pc
+    lookup = pc
     if depth > 0:
         # a return address is the instruction after the call: look up the call itself
-        adjust = ~after_signal[act] & (pc > 0)
-        lookup[adjust] -= np.uint64(1)
-    slot, addr, kind = code.locate(act, lookup)
-    act_keep = act
-    act = stop(NO_MAP, kind == LOC_NO_MAP, act_keep)
-    keep = kind != LOC_NO_MAP
-    slot, addr, kind, pc = slot[keep], addr[keep], kind[keep], pc[keep]
-    act2 = stop(NO_CFI, kind == LOC_NO_CFI, act)
-    keep = kind != LOC_NO_CFI
-    slot, addr, kind, pc = slot[keep], addr[keep], kind[keep], pc[keep]
-    act = act2
+        lookup = pc - (~st.after_signal & (pc > 0)).astype(np.uint64)
+    slot, addr, kind = code.locate(st.sid, lookup)
     row, ok = tables.rows(slot, addr)
-    fp = kind == LOC_FRAME_POINTER
-    bad = ~ok & ~fp
-    act = stop(NO_CFI, bad, act)
-    row, fp, pc = row[~bad], fp[~bad], pc[~bad]
-    t = cols.count
-    m = len(act)
-    # the rules of each sample's row, frame-pointer rows substituted for JIT code
-    cfa_kind = tables.cfa_kind[row].copy()
-    cfa_reg = tables.cfa_reg[row].copy()
-    cfa_off = tables.cfa_off[row].copy()
-    plt = tables.plt[row]
-    rule_kind = tables.rule_kind[row].copy()
-    rule_arg = tables.rule_arg[row].copy()
-    rule_reg = tables.rule_reg[row]
+    fp = kind == LOC_FRAME_POINTER  # JIT code: the frame-pointer rule
+    row = np.where(fp, tables.fp_index, row)
+    no_map = kind == LOC_NO_MAP
+    no_cfi = ~no_map & ~fp & ((kind == LOC_NO_CFI) | ~ok)
+    cfa_kind = tables.cfa_kind[row]
+    cfa_reg = tables.cfa_reg[row]
     signal = (tables.flags[row] & FLAG_SIGNAL) != 0
-    if fp.any():
-        fcol, foff, fkinds, fargs = tables.fp_row
-        cfa_kind[fp], cfa_reg[fp], cfa_off[fp] = CFA_REG, fcol, foff
-        rule_kind[fp] = np.asarray(fkinds, dtype=np.uint8)
-        rule_arg[fp] = np.asarray(fargs, dtype=np.int64)
-        signal[fp] = False
-    unsupported = ~np.isin(cfa_kind, (CFA_REG, CFA_DEREF, CFA_PLT)) | (cfa_reg < 0)
-    ar = np.arange(m)
-    base = regs[act, np.maximum(cfa_reg, 0)]
-    base_ok = valid[act, np.maximum(cfa_reg, 0)] & ~unsupported
+    unsupported = ((cfa_kind != CFA_REG) & (cfa_kind != CFA_DEREF) & (cfa_kind != CFA_PLT)) | (cfa_reg < 0)
+    regs, valid = st.regs, st.valid
+    flat_regs, flat_valid = regs.reshape(-1), valid.reshape(-1)
+    base_at = np.arange(0, m * t, t, dtype=np.int64) + np.maximum(cfa_reg, 0)
+    base_ok = flat_valid[base_at] & ~unsupported
     with np.errstate(over="ignore"):
-        cfa = base + cfa_off.astype(np.uint64)
-        is_plt = cfa_kind == CFA_PLT
-        if is_plt.any():
-            cfa[is_plt] += np.where((pc[is_plt] & np.uint64(15)) >= plt[is_plt], np.uint64(8), np.uint64(0))
+        cfa = flat_regs[base_at] + tables.cfa_off[row].astype(np.uint64)
+        plt = tables.plt[row]
+        cfa += ((cfa_kind == CFA_PLT) & ((pc & np.uint64(15)) >= plt)).astype(np.uint64) << np.uint64(3)
     deref = np.flatnonzero(cfa_kind == CFA_DEREF)
     if len(deref):
-        value, inside = stacks.read(act[deref], cfa[deref])
+        value, inside = read_words(buf, st.offset[deref], st.size[deref], st.sp0[deref], cfa[deref])
         cfa[deref] = value
         base_ok[deref] &= inside
-    # every tracked column of the caller, all columns at once on (m, t) arrays
-    old, old_ok = regs[act], valid[act]
-    new = old.copy()
-    new_ok = old_ok.copy()
-    k = rule_kind
-    a = rule_arg.astype(np.uint64)
-    at_cfa, val_cfa, at_reg = k == AT_CFA, k == VAL_CFA, k == AT_REG
-    base_col = np.maximum(rule_reg, 0)
+    # the columns with a rule other than "same value": typically the return address and a
+    # few callee-saved registers, each read from the stack copy
+    kinds = tables.rule_kind[row]
+    nz = np.flatnonzero(kinds.reshape(-1) != SAME)
+    owner = nz // t
+    col = nz - owner * t
+    k = kinds.reshape(-1)[nz]
+    at_table = row[owner] * t + col
+    arg = tables.rule_arg.reshape(-1)[at_table].astype(np.uint64)
+    at_reg = k == AT_REG
+    src_at = owner * t + np.maximum(tables.rule_reg.reshape(-1)[at_table], 0)
     with np.errstate(over="ignore"):
-        addr2 = np.where(at_reg, np.take_along_axis(old, base_col, axis=1), cfa[:, None]) + a
-    src_ok = np.where(at_reg, np.take_along_axis(old_ok, base_col, axis=1), base_ok[:, None])
-    flat = np.flatnonzero((at_cfa | at_reg).ravel())
+        where = np.where(at_reg, flat_regs[src_at], cfa[owner]) + arg
+    src_ok = np.where(at_reg, flat_valid[src_at], base_ok[owner])
+    in_memory = at_reg | (k == AT_CFA)
+    value, inside = read_words(buf, st.offset[owner], st.size[owner], st.sp0[owner], where)
     ra_short = np.zeros(m, dtype=bool)
-    if len(flat):
-        owner = flat // t
-        v, inside = stacks.read(act[owner], addr2.ravel()[flat])
-        ok_flat = inside & src_ok.ravel()[flat]
-        new.ravel()[flat] = v
-        new_ok.ravel()[flat] = ok_flat
-        is_ra = flat % t == RA
-        ra_short[owner[is_ra]] = ~inside[is_ra] & src_ok.ravel()[flat][is_ra]
-    new[val_cfa] = addr2[val_cfa]
-    new_ok[val_cfa] = src_ok[val_cfa]
-    new_ok[(k != SAME) & ~at_cfa & ~val_cfa & ~at_reg] = False  # UNDEF, UNSUPPORTED
-    sp_same = rule_kind[:, SP] == SAME
-    new[sp_same, SP] = cfa[sp_same]
-    new_ok[sp_same, SP] = base_ok[sp_same]
-    ra = new[:, RA] & np.uint64(cols.ra_mask)
-    ra_ok = new_ok[:, RA]
+    ra_short[owner[(col == RA) & in_memory & ~inside & src_ok]] = True
+    old_sp = regs[:, SP].copy()
+    # every value is computed from the old registers before any is written
+    flat_regs[nz] = np.where(in_memory, value, where)
+    flat_valid[nz] = np.where(in_memory, inside & src_ok, (k == VAL_CFA) & src_ok)  # UNDEF, UNSUPPORTED: lost
+    sp_same = kinds[:, SP] == SAME
+    regs[:, SP] = np.where(sp_same, cfa, regs[:, SP])
+    valid[:, SP] = np.where(sp_same, base_ok, valid[:, SP])
+    ra = regs[:, RA] & np.uint64(cols.ra_mask)
+    ra_ok = valid[:, RA]
     # reasons, most specific first
-    done = np.zeros(m, dtype=bool)
-    for why, mask in (
-        (UNSUPPORTED_RULE, unsupported | ~base_ok & (cfa_kind == CFA_REG)),
-        (STACK_SHORT, ~base_ok | ra_short),
-        (END_OF_STACK, ~ra_ok | (ra == 0)),
-        (NO_PROGRESS, ~new_ok[:, SP] | ((new[:, SP] <= old[:, SP]) & ~signal)),
-    ):
-        mask = mask & ~done
-        if mask.any():
-            stops.setdefault(why, []).append(act[mask])
-            done |= mask
-    go = ~done
-    nxt = act[go]
-    regs[nxt] = new[go]
-    valid[nxt] = new_ok[go]
-    if cols.ra_is_register:
-        pass  # the return-address column is x30 itself: its restored value is the caller's
-    else:
-        valid[nxt, RA] = False  # x86_64: a pseudo-column, never a register of the caller
-    cur[nxt] = ra[go]
-    after_signal[nxt] = signal[go]
-    out = {why: np.concatenate(parts) for why, parts in stops.items()}
-    return out, nxt
+    why: U8 = np.select(
+        [no_map, no_cfi,
+         unsupported | ~base_ok & (cfa_kind == CFA_REG),
+         ~base_ok | ra_short,
+         ~ra_ok | (ra == 0),
+         ~valid[:, SP] | ((regs[:, SP] <= old_sp) & ~signal)],
+        [NO_MAP, NO_CFI, UNSUPPORTED_RULE, STACK_SHORT, END_OF_STACK, NO_PROGRESS], ACTIVE).astype(np.uint8)
+    if not cols.ra_is_register:
+        valid[:, RA] = False  # x86_64: a pseudo-column, never a register of the caller
+    # (aarch64: the return-address column is x30 itself: its restored value is the caller's)
+    st.pc = ra
+    st.after_signal = signal
+    return why
 
 
 def _collect(n: int, samples: list[I64], pcs: list[U64], reason: U8) -> UnwindResult:
-    if not samples:
-        return UnwindResult(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.uint64), reason)
-    s = np.concatenate(samples)
-    p = np.concatenate(pcs)
-    order = np.argsort(s, kind="stable")  # within a sample, depth order is kept
-    counts = np.bincount(s, minlength=n)
+    """Frames of sample ``s`` at depth ``d`` go to ``start[s] + d``: every depth's samples are
+    a subset of the previous depth's, so a sample's count is the number of depths it is in."""
+    counts = np.zeros(n, dtype=np.int64)
+    for s in samples:
+        counts[s] += 1
     start = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
-    return UnwindResult(start, p[order], reason)
+    out = np.zeros(int(start[-1]), dtype=np.uint64)
+    for d, (s, p) in enumerate(zip(samples, pcs)):
+        out[start[s] + d] = p
+    return UnwindResult(start, out, reason)
