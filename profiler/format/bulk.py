@@ -328,6 +328,16 @@ class CaptureData:
     damaged_samples: int = 0
 
 
+def distinct(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """The sorted distinct values of a 1-d array: ``np.unique`` without its first-call import
+    of ``numpy.ma`` (10-70 ms here), by sort and mask."""
+    if len(values) < 2:
+        return np.sort(values)
+    v = np.sort(values)
+    out: npt.NDArray[Any] = v[np.r_[True, v[1:] != v[:-1]]]
+    return out
+
+
 def ranges(starts: I64, lengths: I64) -> I64:
     """Concatenation of arange(s, s + n) for every (s, n): fully vectorised."""
     nonzero = lengths > 0

@@ -29,7 +29,6 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -139,6 +138,8 @@ class DebuginfodClient:
         results = {b: self.cached(b) for b in wanted}
         if not todo or self.offline:
             return results
+        from concurrent.futures import ThreadPoolExecutor  # only when something is fetched
+
         out = sys.stderr if stream is None else stream
         show = _Progress(out, len(todo)) if _isatty(out) else None
         with ThreadPoolExecutor(max_workers=max(1, min(self.max_workers, len(todo)))) as pool:

@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.errors import ReportError
+from profiler.format.bulk import distinct
 
 UIntArray = npt.NDArray[np.uint64]
 
@@ -289,7 +290,7 @@ class _Reader:
         pointer = _gather(raw, np.where(id_at + 4 <= len(self.data), id_at, 0), u32).astype(np.int64)
         cie_off = id_at - pointer
         sizes = np.zeros(n, np.uint64)
-        for c in np.unique(cie_off).tolist():
+        for c in distinct(cie_off).tolist():
             sel = np.flatnonzero(cie_off == c)
             sizes[sel] = self._ranges(raw, id_at[sel] + 4, offs[sel], self.cie(int(c)))
         return FdeBounds.from_rows(locations, sizes, offs.astype(np.uint64))

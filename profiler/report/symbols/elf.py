@@ -1,8 +1,9 @@
 """ELF headers, load segments, notes and symbol tables of one file.
 
-pyelftools reads the ELF header, program headers and section headers; the symbol tables
-are read in bulk with ``numpy.frombuffer`` over the section bytes (a Python object per
-symbol would take seconds on a large library). Every failure — not an ELF, a truncated or
+The ELF header, program headers and section headers are read with ``struct`` (the layouts
+of the ELF specification; pyelftools took ~8 ms per file and ~40 ms to import, per report);
+the symbol tables are read in bulk with ``numpy.frombuffer`` over the section bytes (a
+Python object per symbol would take seconds on a large library). Every failure — not an ELF, a truncated or
 damaged file, an unreadable path — is raised as :class:`ElfError` with one sentence.
 
 Address translation: a sample's ``ip`` in a mapping ``[start, end)`` with file offset
@@ -23,9 +24,6 @@ from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
-from elftools.common.exceptions import ELFError as _PyElfError
-from elftools.construct.core import ConstructError as _ConstructError
-from elftools.elf.elffile import ELFFile as _PyElfFile
 
 from profiler.errors import ReportError
 from profiler.format.buildid import build_id_from_notes
@@ -54,9 +52,23 @@ SHN_LORESERVE = 0xFF00
 STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC = 0, 2, 10
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 
-_PARSE_ERRORS = (
-    _PyElfError, _ConstructError, struct.error, ValueError, IndexError, KeyError, TypeError, OverflowError,
-)
+_PARSE_ERRORS = (struct.error, ValueError, IndexError, KeyError, TypeError, OverflowError)
+
+# Names as pyelftools (and readelf) give them; a value not listed is named by its number.
+E_TYPES = {0: "ET_NONE", 1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
+E_MACHINES = {0: "EM_NONE", 2: "EM_SPARC", 3: "EM_386", 4: "EM_68K", 8: "EM_MIPS", 15: "EM_PARISC",
+              18: "EM_SPARC32PLUS", 20: "EM_PPC", 21: "EM_PPC64", 22: "EM_S390", 40: "EM_ARM", 42: "EM_SH",
+              43: "EM_SPARCV9", 50: "EM_IA_64", 62: "EM_X86_64", 183: "EM_AARCH64", 243: "EM_RISCV",
+              247: "EM_BPF", 258: "EM_LOONGARCH"}
+SH_TYPES = {0: "SHT_NULL", 1: "SHT_PROGBITS", 2: "SHT_SYMTAB", 3: "SHT_STRTAB", 4: "SHT_RELA", 5: "SHT_HASH",
+            6: "SHT_DYNAMIC", 7: "SHT_NOTE", 8: "SHT_NOBITS", 9: "SHT_REL", 10: "SHT_SHLIB", 11: "SHT_DYNSYM",
+            14: "SHT_INIT_ARRAY", 15: "SHT_FINI_ARRAY", 16: "SHT_PREINIT_ARRAY", 17: "SHT_GROUP",
+            18: "SHT_SYMTAB_SHNDX", 19: "SHT_RELR", 0x6FFFFFF5: "SHT_GNU_ATTRIBUTES", 0x6FFFFFF6: "SHT_GNU_HASH",
+            0x6FFFFFF7: "SHT_GNU_LIBLIST", 0x6FFFFFFD: "SHT_GNU_verdef", 0x6FFFFFFE: "SHT_GNU_verneed",
+            0x6FFFFFFF: "SHT_GNU_versym"}
+PT_LOAD, PT_NOTE = 1, 4
+SHN_XINDEX = 0xFFFF
+MAX_HEADERS = 1 << 16  # program or section headers (e_phnum / e_shnum are 16-bit; 0 and XINDEX extend them)
 
 
 class ElfFile:
@@ -83,26 +95,66 @@ class ElfFile:
                 self.file_size = len(data) if data is not None else os.fstat(stream.fileno()).st_size
                 if stream.read(4) != ELF_MAGIC:
                     raise ElfError(f"{self.path} is not an ELF file")
-                stream.seek(0)
-                self._read_headers(_PyElfFile(stream), stream)
+                self._read_headers(stream)
         except OSError as exc:
             raise ElfError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
         except _PARSE_ERRORS as exc:
             raise ElfError(f"{self.path} is a truncated or damaged ELF file ({exc})") from exc
 
-    def _read_headers(self, elf: _PyElfFile, stream: IO[bytes]) -> None:
-        self.elfclass: int = elf.elfclass
-        self.little_endian: bool = elf.little_endian
-        header = elf.header
-        self.e_type: str = str(header["e_type"])
-        self.machine: str = str(header["e_machine"])
-        segments = [seg.header for seg in elf.iter_segments()]
-        self.load_segments = tuple(
-            LoadSegment(int(h["p_vaddr"]), int(h["p_offset"]), int(h["p_filesz"]), int(h["p_memsz"]), int(h["p_flags"]))
-            for h in segments
-            if h["p_type"] == "PT_LOAD"
-        )
-        self.sections = tuple(_section_header(i, sec) for i, sec in enumerate(elf.iter_sections()))
+    def _exact(self, stream: IO[bytes], offset: int, size: int, what: str) -> bytes:
+        if offset < 0 or size < 0 or offset + size > self.file_size:
+            raise ValueError(f"its {what} run past the end of the file")
+        stream.seek(offset)
+        data = stream.read(size)
+        if len(data) != size:
+            raise ValueError(f"its {what} run past the end of the file")
+        return data
+
+    def _read_headers(self, stream: IO[bytes]) -> None:
+        ident = self._exact(stream, 0, 16, "identification bytes")
+        if ident[4] not in (1, 2) or ident[5] not in (1, 2):
+            raise ValueError(f"unknown ELF class {ident[4]} or data encoding {ident[5]}")
+        self.elfclass: int = 32 if ident[4] == 1 else 64
+        self.little_endian: bool = ident[5] == 1
+        bo = "<" if self.little_endian else ">"
+        wide = self.elfclass == 64
+        ehdr = struct.Struct(bo + ("HHIQQQIHHHHHH" if wide else "HHIIIIIHHHHHH"))
+        (e_type, e_machine, _version, _entry, e_phoff, e_shoff, _flags, _ehsize, e_phentsize, e_phnum,
+         e_shentsize, e_shnum, e_shstrndx) = ehdr.unpack(self._exact(stream, 16, ehdr.size, "ELF header"))
+        self.e_type: str = E_TYPES.get(e_type, str(e_type))
+        self.machine: str = E_MACHINES.get(e_machine, str(e_machine))
+        shdr = struct.Struct(bo + ("IIQQQQIIQQ" if wide else "IIIIIIIIII"))
+        phdr = struct.Struct(bo + ("IIQQQQQQ" if wide else "IIIIIIII"))
+        raw_sections: list[tuple[int, ...]] = []
+        if e_shoff:
+            if e_shentsize < shdr.size:
+                raise ValueError(f"section header size {e_shentsize}")
+            first = shdr.unpack(self._exact(stream, e_shoff, shdr.size, "section headers"))
+            count = first[5] if e_shnum == 0 else e_shnum  # sh_size of section 0 holds a large count
+            if count > MAX_HEADERS:
+                raise ValueError(f"{count} section headers")
+            table = self._exact(stream, e_shoff, count * e_shentsize, "section headers")
+            raw_sections = [shdr.unpack_from(table, i * e_shentsize) for i in range(count)]
+            if e_shstrndx == SHN_XINDEX:
+                e_shstrndx = first[6]  # sh_link of section 0
+        segments: list[tuple[int, ...]] = []
+        if e_phoff and e_phnum:
+            if e_phentsize < phdr.size:
+                raise ValueError(f"program header size {e_phentsize}")
+            table = self._exact(stream, e_phoff, e_phnum * e_phentsize, "program headers")
+            for i in range(e_phnum):
+                h = phdr.unpack_from(table, i * e_phentsize)
+                # (p_type, p_offset, p_vaddr, p_filesz, p_memsz, p_flags, p_align)
+                segments.append((h[0], h[2], h[3], h[5], h[6], h[1], h[7]) if wide
+                                else (h[0], h[1], h[2], h[4], h[5], h[6], h[7]))
+        self.load_segments = tuple(LoadSegment(vaddr, offset, filesz, memsz, flags)
+                                   for ptype, offset, vaddr, filesz, memsz, flags, _ in segments if ptype == PT_LOAD)
+        names = b""
+        if raw_sections and 0 < e_shstrndx < len(raw_sections):
+            strtab = raw_sections[e_shstrndx]
+            if strtab[1] != 8:  # SHT_NOBITS has no bytes
+                names = self._exact(stream, strtab[4], strtab[5], "section names")
+        self.sections = tuple(_section_header(i, h, names) for i, h in enumerate(raw_sections))
         self.build_id = self._find_build_id(stream, segments)
         self.debuglink = self._find_debuglink(stream)
         self.layout = ElfLayout(self.build_id, self.e_type, self.machine, self.load_segments)
@@ -151,11 +203,12 @@ class ElfFile:
 
     # --- notes and debuglink -------------------------------------------------------
 
-    def _find_build_id(self, stream: IO[bytes], segments: Sequence[Any]) -> str | None:
+    def _find_build_id(self, stream: IO[bytes], segments: Sequence[tuple[int, ...]]) -> str | None:
         """``NT_GNU_BUILD_ID`` from ``SHT_NOTE`` sections, else from ``PT_NOTE`` segments."""
         regions = [(s.sh_offset, s.sh_size, s.sh_addralign) for s in self.sections if s.sh_type == "SHT_NOTE"]
         if not regions:
-            regions = [(int(h["p_offset"]), int(h["p_filesz"]), int(h["p_align"])) for h in segments if h["p_type"] == "PT_NOTE"]
+            regions = [(offset, filesz, align) for ptype, offset, _, filesz, _, _, align in segments
+                       if ptype == PT_NOTE]
         for offset, size, align in regions:
             if size <= 0 or offset + size > self.file_size:
                 continue
@@ -272,19 +325,23 @@ def symbol_dtype(elfclass: int, little_endian: bool) -> np.dtype[Any]:
     return np.dtype([(name, order + code) for name, code in fields])
 
 
-def _section_header(index: int, sec: Any) -> SectionHeader:
-    h = sec.header
+def _section_header(index: int, h: tuple[int, ...], names: bytes) -> SectionHeader:
+    """From (sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info,
+    sh_addralign, sh_entsize); a name outside the name table is empty."""
+    sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, _, sh_addralign, sh_entsize = h
+    end = names.find(b"\0", sh_name) if sh_name < len(names) else -1
+    name = names[sh_name:end if end >= 0 else len(names)].decode("utf-8", "replace") if sh_name < len(names) else ""
     return SectionHeader(
         index=index,
-        name=str(sec.name),
-        sh_type=str(h["sh_type"]),
-        sh_flags=int(h["sh_flags"]),
-        sh_addr=int(h["sh_addr"]),
-        sh_offset=int(h["sh_offset"]),
-        sh_size=int(h["sh_size"]),
-        sh_link=int(h["sh_link"]),
-        sh_entsize=int(h["sh_entsize"]),
-        sh_addralign=int(h["sh_addralign"]),
+        name=name,
+        sh_type=SH_TYPES.get(sh_type, str(sh_type)),
+        sh_flags=sh_flags,
+        sh_addr=sh_addr,
+        sh_offset=sh_offset,
+        sh_size=sh_size,
+        sh_link=sh_link,
+        sh_entsize=sh_entsize,
+        sh_addralign=sh_addralign,
     )
 
 

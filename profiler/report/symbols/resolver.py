@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.errors import FormatError
+from profiler.format.bulk import distinct
 from profiler.report.maps import Dso, DsoTable, MapSnapshot
 from profiler.report.symbols.chain import SymbolSources
 from profiler.report.symbols.demangle import demangle
@@ -261,17 +262,17 @@ class SymbolResolver:
         n = len(addr)
         dso = np.full(n, -1, dtype=np.int64)
         offset = addr.copy()
-        for g in np.unique(gen).tolist():
+        for g in distinct(gen).tolist():
             sel = np.flatnonzero(gen == g)
             d, o = self.snapshots[g].lookup_many(addr[sel])
             dso[sel], offset[sel] = d, o
         out = Resolved.empty(n)
-        used = [d for d in np.unique(dso).tolist() if d >= 0 and not self.dsos[d].is_anon]
+        used = [d for d in distinct(dso).tolist() if d >= 0 and not self.dsos[d].is_anon]
         if self.chain is not None:  # one parallel round of debuginfod fetches, if any
             self.chain.prefetch((self.dsos[d].path, self.dsos[d].build_id) for d in used
                                 if d not in self._loaded)
             self._take_chain_warnings()
-        for d in np.unique(dso).tolist():
+        for d in distinct(dso).tolist():
             sel = np.flatnonzero(dso == d)
             if d < 0 or self.dsos[d].is_anon:
                 out.put(sel, self._resolve_unmapped(d, pid[sel], addr[sel], offset[sel]))

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format import records as R
-from profiler.format.bulk import CONTEXT_USER, SampleColumns, _ChainStore, ranges
+from profiler.format.bulk import CONTEXT_USER, SampleColumns, _ChainStore, distinct, ranges
 from profiler.format.container import CaptureReader
 from profiler.report.maps import DsoTable, MapSnapshot
 from profiler.report.unwind.arch import RA, SP, ArchColumns, columns_for
@@ -45,7 +45,8 @@ U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
 
-USER_LIMIT = np.uint64(1 << 48)  # user addresses on x86_64 (47 bits) and aarch64 (48 bits)
+USER_LIMIT = np.uint64(1 << 48)
+U64_MAX = (1 << 64) - 1  # user addresses on x86_64 (47 bits) and aarch64 (48 bits)
 
 
 @dataclass
@@ -119,31 +120,72 @@ class SnapshotCodeMap:
         self.slot_of_dso = slot_of_dso
         self.kind_of_dso = kind_of_dso
         self.tables = tables
+        self._split_into_segments()
+
+    def _split_into_segments(self) -> None:
+        """The parts of the maps with rule tables, cut at their DSO's PT_LOAD segments, keyed
+        like the maps: each part's table slot and ``bias`` (DSO address = pc + bias). A pc in
+        such a map but in no part is in no segment (no CFI). A segment's file range ends
+        where the next one begins (the segment found for an offset is the last one starting
+        at or before it)."""
+        keys, ends, slots, biases = [], [], [], []
+        dso = np.maximum(self.dso, 0)
+        slot = self.slot_of_dso[dso] if len(dso) else np.zeros(0, dtype=np.int64)
+        kind = self.kind_of_dso[dso] if len(dso) else np.zeros(0, dtype=np.int8)
+        rank_bits = self.key & ~np.uint64((1 << 48) - 1)
+        with np.errstate(over="ignore"):
+            for sl, table in enumerate(self.tables):
+                at = np.flatnonzero((kind == LOC_TABLE) & (slot == sl))
+                if not len(at) or not len(table.seg_offset):
+                    continue
+                order = np.argsort(table.seg_offset, kind="stable")
+                so, sv, fs = table.seg_offset[order], table.seg_vaddr[order], table.seg_filesz[order]
+                seg_end = np.minimum(so + fs, np.append(so[1:], np.uint64(U64_MAX)))
+                start, pgoff = self.start[at], self.pgoff[at]
+                file_end = pgoff + (self.end[at] - start)
+                for j in range(len(so)):
+                    lo = np.maximum(pgoff, so[j])
+                    hi = np.minimum(file_end, seg_end[j])
+                    part = lo < hi
+                    if not part.any():
+                        continue
+                    base = start[part] - pgoff[part]  # pc = offset + base
+                    keys.append(rank_bits[at[part]] | (lo[part] + base))
+                    ends.append(hi[part] + base)
+                    slots.append(np.full(int(part.sum()), sl, dtype=np.int64))
+                    biases.append(sv[j] - so[j] - base)
+        self.part_key: U64 = _cat(keys, np.uint64)
+        order = np.argsort(self.part_key, kind="stable")
+        self.part_key = self.part_key[order]
+        self.part_end: U64 = _cat(ends, np.uint64)[order]
+        self.part_slot: I64 = _cat(slots, np.int64)[order]
+        self.part_bias: U64 = _cat(biases, np.uint64)[order]
 
     def locate(self, sample: I64, pc: U64) -> tuple[I64, U64, I8]:
         m = len(sample)
-        slot = np.full(m, -1, dtype=np.int64)
-        addr = np.zeros(m, dtype=np.uint64)
-        kind = np.full(m, LOC_NO_MAP, dtype=np.int8)
         if not len(self.key) or not m:
-            return slot, addr, kind
+            return np.full(m, -1, dtype=np.int64), np.zeros(m, dtype=np.uint64), np.full(m, LOC_NO_MAP, dtype=np.int8)
         user = pc < USER_LIMIT
-        key = (self.rank[sample] << np.uint64(48)) | np.where(user, pc, 0)
+        rank = self.rank[sample] << np.uint64(48)
+        key = rank | np.where(user, pc, 0)
         i = np.searchsorted(self.key, key, side="right").astype(np.int64) - 1
         safe = np.maximum(i, 0)
-        hit = user & (i >= 0) & ((self.key[safe] >> np.uint64(48)) == self.rank[sample]) & (pc < self.end[safe])
-        dso = np.where(hit, self.dso[safe], -1)
-        with np.errstate(over="ignore"):
-            offset = pc - self.start[safe] + self.pgoff[safe]
-        k = np.where(hit, self.kind_of_dso[np.maximum(dso, 0)], LOC_NO_MAP).astype(np.int8)
-        s = np.where(hit, self.slot_of_dso[np.maximum(dso, 0)], -1)
-        for sl in np.unique(s[(k == LOC_TABLE) & (s >= 0)]).tolist():
-            at = np.flatnonzero(s == sl)
-            vaddr, inside = self.tables[sl].vaddr_of(offset[at])
-            addr[at] = vaddr
-            k[at[~inside]] = LOC_NO_CFI
-        slot[:] = s
-        kind[:] = k
+        hit = user & (i >= 0) & ((self.key[safe] ^ rank) < np.uint64(1 << 48)) & (pc < self.end[safe])
+        dso = np.maximum(self.dso[safe], 0)
+        kind = np.where(hit, self.kind_of_dso[dso], LOC_NO_MAP).astype(np.int8)
+        slot = np.where(hit, self.slot_of_dso[dso], -1)
+        addr = np.zeros(m, dtype=np.uint64)
+        table = kind == LOC_TABLE
+        if len(self.part_key) and table.any():
+            j = np.searchsorted(self.part_key, key, side="right").astype(np.int64) - 1
+            sj = np.maximum(j, 0)
+            inside = table & (j >= 0) & ((self.part_key[sj] ^ rank) < np.uint64(1 << 48)) & (pc < self.part_end[sj])
+            with np.errstate(over="ignore"):
+                addr = np.where(inside, pc + self.part_bias[sj], np.uint64(0))
+            slot = np.where(inside, self.part_slot[sj], slot)
+            kind[table & ~inside] = LOC_NO_CFI
+        else:
+            kind[table] = LOC_NO_CFI
         return slot, addr, kind
 
 
@@ -172,7 +214,7 @@ def dso_tables(dsos: DsoTable, sources: TableSources, used: set[int],
 
 def _used_dsos(gen: I64, snapshots: list[MapSnapshot]) -> set[int]:
     used: set[int] = set()
-    for g in np.unique(gen).tolist():
+    for g in distinct(gen).tolist():
         used.update(m.dso for m in snapshots[g].maps)
     return used
 
@@ -345,7 +387,7 @@ def outer_is_root(stack: I64, stack_start: I64, stack_frames: I64, frames: Any,
     nonempty = stack_start[1:] > stack_start[:-1]
     outer = np.where(nonempty, stack_frames[np.maximum(stack_start[1:] - 1, 0)], -1)
     is_root = np.zeros(k, dtype=bool)
-    for f in np.unique(outer[outer >= 0]).tolist():
+    for f in distinct(outer[outer >= 0]).tolist():
         name = frames[f].symbol or ""
         if name.split("@", 1)[0] in roots:
             is_root[outer == f] = True

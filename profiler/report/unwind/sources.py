@@ -14,6 +14,7 @@ A table that cannot be found or read is None: unwinding stops in that DSO ("no C
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import tempfile
@@ -21,15 +22,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from elftools.common.exceptions import ELFError, ELFParseError
-from elftools.elf.elffile import ELFFile
-
 from profiler.report.cache import cache_dir as report_cache_dir
 from profiler.format.localfile import contained
 from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
 from profiler.report.symbols.elf import ElfError, ElfFile
 from profiler.report.unwind.arch import ArchColumns
-from profiler.report.unwind.cfi import CfiError, compile_elf, compile_path
 from profiler.report.unwind.table import TABLE_VERSION, RuleTable
 
 VDSO = "[vdso]"
@@ -41,6 +38,8 @@ def cache_dir() -> Path:
 
 
 def _safe_id(build_id: str) -> bool:
+    if build_id.startswith("vdso"):  # TableSources._vdso_key
+        build_id = build_id[4:]
     return 0 < len(build_id) <= 128 and all(c in "0123456789abcdef" for c in build_id)
 
 
@@ -91,16 +90,24 @@ class TableSources:
                 return RuleTable.from_bytes(packed), "packed"
             except ValueError as exc:
                 self.warnings.append(f"the packed unwind table of {path} is damaged ({exc}); ignored.")
-        if bid and self.use_cache:
-            cached = self._cached(bid)
+        key = bid or self._vdso_key(path)
+        if key and self.use_cache:
+            cached = self._cached(key)
             if cached is not None:
                 return cached, "cache"
         table = self._compile(path, bid)
         if table is None:
             return None, "missing"
-        if bid and self.use_cache:
-            self._store(bid, table)
+        if key and self.use_cache:
+            self._store(key, table)
         return table, "file"
+
+    def _vdso_key(self, path: str) -> str | None:
+        """The cache key of the vdso's table when it has no recorded build-id: a hash of the
+        image the recorder saved (the same kernel gives the same image)."""
+        if path != VDSO or self.vdso_image is None:
+            return None
+        return "vdso" + hashlib.sha256(self.vdso_image).hexdigest()[:40]
 
     def _cache_path(self, bid: str) -> Path | None:
         if not _safe_id(bid):
@@ -129,6 +136,13 @@ class TableSources:
             pass  # a cache that cannot be written only costs time
 
     def _compile(self, path: str, bid: str | None) -> RuleTable | None:
+        # pyelftools (the CFI parser) is imported only when a table is compiled: a report
+        # whose tables are all cached does without it
+        from elftools.common.exceptions import ELFError, ELFParseError
+        from elftools.elf.elffile import ELFFile
+
+        from profiler.report.unwind.cfi import CfiError, compile_elf, compile_path
+
         if path == VDSO:
             if self.vdso_image is None:
                 return None
