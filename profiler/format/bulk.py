@@ -854,11 +854,18 @@ class _SampleBuilder:
         elif f.kind == R.KIND_REGS:
             abi = walk.w64[first].astype(np.uint64)
             part.abi[at] = abi
-            rows = np.arange(at.start, at.stop)
             has_regs = abi != 0
-            for j, number in enumerate(b for b in range(64) if shape >> b & 1):
-                value = walk.w64[np.where(has_regs, first + 1 + j, first)].astype(np.uint64)
-                part.regs[rows, part.registers.index(number)] = np.where(has_regs, value, 0)
+            numbers = [b for b in range(64) if shape >> b & 1]
+            # every register of a sample in one gather: they follow abi, in bit order
+            pos = np.where(has_regs, first + 1, first)[:, None] + \
+                np.where(has_regs[:, None], np.arange(len(numbers), dtype=np.int64), 0)
+            values = np.where(has_regs[:, None], walk.w64[pos], 0).astype(np.uint64)
+            cols = [part.registers.index(number) for number in numbers]
+            if cols == list(range(len(part.registers))):
+                part.regs[at] = values
+            else:
+                part.regs[at, :] = 0
+                part.regs[at.start:at.stop, cols] = values
         elif f.kind == R.KIND_RAW:
             part.offset[at] = first * 8 + 4
             part.size[at] = count
