@@ -110,6 +110,24 @@ def test_round_trip_through_bytes(table: RuleTable) -> None:
         RuleTable.from_bytes(b"not a table")
 
 
+def test_round_trip_through_the_cache_layout(table: RuleTable) -> None:
+    data = table.to_cache_bytes()
+    again = RuleTable.from_cache_bytes(data)
+    assert (again.arch, again.source) == (table.arch, table.source)
+    for name in RuleTable._ARRAYS:
+        mine, theirs = getattr(again, name), getattr(table, name)
+        assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs), name
+    for bad in (b"not a table", data[:-1], data + b"\0" * 8, b"XXXXXXXX" + data[8:],
+                table.to_bytes()):
+        with pytest.raises(ValueError):
+            RuleTable.from_cache_bytes(bad)
+    unsorted = bytearray(data)  # rows out of order: the table's own check refuses it
+    head = RuleTable._CACHE_HEAD.size + RuleTable._CACHE_HEAD.unpack_from(data)[4]
+    unsorted[head:head + 8] = (1 << 63).to_bytes(8, "little")
+    with pytest.raises(ValueError):
+        RuleTable.from_cache_bytes(bytes(unsorted))
+
+
 _ROW = re.compile(r"^([0-9a-f]{16}) (\S+)\s+(.*)$")
 
 

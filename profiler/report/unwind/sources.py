@@ -1,7 +1,7 @@
 """Where a DSO's unwind rule table comes from, in order:
 
 1. the capture itself (``unwind`` metadata written by ``profiler archive``), by build-id;
-2. the on-disk cache, ``<cache>/cfi/<build-id>-<arch>-v<N>.npz`` (``<cache>``:
+2. the on-disk cache, ``<cache>/cfi/<build-id>-<arch>-v<N>.rules`` (``<cache>``:
    ``$PROFILER_CACHE_DIR``, else ``$XDG_CACHE_HOME/profiler``, else ``~/.cache/profiler``),
    written the first time a DSO is compiled;
 3. the binary: under ``--symfs``, else at its recorded path — only when its build-id is the
@@ -112,14 +112,14 @@ class TableSources:
     def _cache_path(self, bid: str) -> Path | None:
         if not _safe_id(bid):
             return None
-        return cache_dir() / f"{bid}-{self.cols.arch}-v{TABLE_VERSION}.npz"
+        return cache_dir() / f"{bid}-{self.cols.arch}-v{TABLE_VERSION}.rules"
 
     def _cached(self, bid: str) -> RuleTable | None:
         p = self._cache_path(bid)
         if p is None:
             return None
         try:
-            return RuleTable.from_bytes(p.read_bytes())
+            return RuleTable.from_cache_bytes(p.read_bytes())
         except (OSError, ValueError):
             return None
 
@@ -130,7 +130,7 @@ class TableSources:
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=p.parent, delete=False, suffix=".tmp") as fh:
-                fh.write(table.to_bytes())
+                fh.write(table.to_cache_bytes())
             os.replace(fh.name, p)
         except OSError:
             pass  # a cache that cannot be written only costs time

@@ -24,6 +24,7 @@ Addresses are the DSO's own virtual addresses (``p_vaddr`` space, as in the ELF 
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -129,6 +130,66 @@ class RuleTable:
         if version != str(TABLE_VERSION):
             raise ValueError(f"unwind table version {version}, not {TABLE_VERSION}")
         table = cls(arch=arch, source=source, **arrays)
+        table.check()
+        return table
+
+    # --- the on-disk cache's own layout: read without inflating or unzipping -------------
+
+    _CACHE_MAGIC = b"PRFRULES"
+    _CACHE_HEAD = struct.Struct("<8sIIII")  # magic, rows, columns, segments, meta bytes
+    _WIDE = (("start", np.uint64, 1), ("cfa_off", np.int64, 1), ("rule_arg", np.int64, 2))
+    _SEGS = ("seg_offset", "seg_vaddr", "seg_filesz")
+    _NARROW = (("cfa_kind", np.uint8, 1), ("cfa_reg", np.int8, 1), ("plt_threshold", np.uint8, 1),
+               ("flags", np.uint8, 1), ("rule_kind", np.uint8, 2), ("rule_reg", np.int8, 2))
+
+    def to_cache_bytes(self) -> bytes:
+        """The table as the cache stores it: a small header, then each array's bytes (u64
+        arrays first, so every array is aligned when the image is). Loading it is a few
+        ``frombuffer`` views: the ``.npz`` of :meth:`to_bytes` took ~4 ms per table to unzip."""
+        meta = f"{TABLE_VERSION}|{self.arch}|{self.source}".encode()
+        meta += b"\0" * (-len(meta) % 8)
+        parts = [self._CACHE_HEAD.pack(self._CACHE_MAGIC, len(self), self.columns, len(self.seg_offset), len(meta)),
+                 meta]
+        for name, dtype, _ in self._WIDE:
+            parts.append(np.ascontiguousarray(getattr(self, name), dtype=dtype).tobytes())
+        for name in self._SEGS:
+            parts.append(np.ascontiguousarray(getattr(self, name), dtype=np.uint64).tobytes())
+        for name, dtype, _ in self._NARROW:
+            parts.append(np.ascontiguousarray(getattr(self, name), dtype=dtype).tobytes())
+        return b"".join(parts)
+
+    @classmethod
+    def from_cache_bytes(cls, data: bytes) -> RuleTable:
+        """Parse :meth:`to_cache_bytes` output (checked like any untrusted table); ValueError
+        when it is not one, or of another version."""
+        head = cls._CACHE_HEAD
+        if len(data) < head.size:
+            raise ValueError("not a cached unwind table (too short)")
+        magic, n, t, nseg, meta_len = head.unpack_from(data)
+        if magic != cls._CACHE_MAGIC:
+            raise ValueError("not a cached unwind table")
+        want = head.size + meta_len + 8 * (n * (2 + t) + 3 * nseg) + n * (4 + 2 * t)
+        if len(data) != want or t == 0 or t > 64:
+            raise ValueError("a cached unwind table of the wrong size")
+        meta = data[head.size:head.size + meta_len].rstrip(b"\0").decode("ascii", "replace").split("|", 2)
+        if len(meta) != 3 or meta[0] != str(TABLE_VERSION):
+            raise ValueError(f"unwind table version {meta[0]}, not {TABLE_VERSION}")
+        pos = head.size + meta_len
+        arrays: dict[str, Any] = {}
+
+        def take(dtype: Any, count: int, shape: tuple[int, ...]) -> Any:
+            nonlocal pos
+            arr = np.frombuffer(data, dtype=dtype, count=count, offset=pos).reshape(shape)
+            pos += arr.nbytes
+            return arr
+
+        for name, dtype, dims in cls._WIDE:
+            arrays[name] = take(dtype, n * (t if dims == 2 else 1), (n, t) if dims == 2 else (n,))
+        for name in cls._SEGS:
+            arrays[name] = take(np.uint64, nseg, (nseg,))
+        for name, dtype, dims in cls._NARROW:
+            arrays[name] = take(dtype, n * (t if dims == 2 else 1), (n, t) if dims == 2 else (n,))
+        table = cls(arch=meta[1], source=meta[2], **arrays)
         table.check()
         return table
 
