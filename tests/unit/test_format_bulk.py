@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profiler.errors import ProfilerError
+from profiler.format import bulk
 from profiler.format import records as R
 from profiler.format.bulk import SampleColumns, cpumode_context, load_capture, split_callchains
 from profiler.format.container import CaptureReader, CaptureWriter
@@ -181,6 +182,28 @@ def test_record_body_that_looks_like_a_header_takes_the_exact_path(tmp_path: Pat
     with CaptureReader.open(path) as reader:
         assert_columns_match(reader)
         assert len(load_capture(reader).samples) == 10
+
+
+def test_frames_of_big_records_are_walked_record_by_record(tmp_path: Path) -> None:
+    """Records of kilobytes (DWARF samples' stack copies; here long callchains) are found by
+    following their sizes; a damaged size ends the frame there, with a warning."""
+    header = make_test_header()
+    layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
+    recs = [R.encode(R.Sample(ip=i, pid=1, tid=1, time=i, cpu=0, res=0, period=1,
+                              callchain=tuple(range(1, 500))), layout) for i in range(12)]
+    assert sum(map(len, recs)) >= 64 * bulk.WALK_BYTES_PER_RECORD  # the walk's threshold
+    path = tmp_path / "big.prof"
+    w = CaptureWriter.create(path, header)
+    w.write_raw(0, b"".join(recs))
+    damaged = bytearray(b"".join(recs))
+    at = sum(map(len, recs[:5]))
+    damaged[at + 6:at + 8] = (12).to_bytes(2, "little")  # record 5's size: not a multiple of 8
+    w.write_raw(0, bytes(damaged))
+    w.close()
+    with CaptureReader.open(path) as reader:
+        data = load_capture(reader)
+        assert sorted(data.samples.ip.tolist()) == sorted([*range(12), *range(5)])
+        assert any("damaged record" in m for m in data.warnings)
 
 
 @st.composite

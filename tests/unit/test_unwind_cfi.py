@@ -180,3 +180,23 @@ def test_rows_agree_with_readelf(path: Path) -> None:
                 assert got[0] in (SAME, UNDEF), (hex(pc), name)
         checked += 1
     assert checked > 10
+
+
+def test_vdso_table_is_cached_by_its_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The [vdso] has no recorded build-id: its table is cached under a hash of the image the
+    recorder saved, so a second report does not compile it again (nor import pyelftools)."""
+    from profiler.report.unwind import sources as S
+
+    monkeypatch.setenv("PROFILER_CACHE_DIR", str(tmp_path / "cache"))
+    image = SO.read_bytes()  # any ELF image with CFI stands in for the vdso
+    first = S.TableSources(COLS, vdso_image=image)
+    table = first.table(S.VDSO, None)
+    assert table is not None and first.origin[(S.VDSO, None)] == "file"
+    compiled: list[str] = []
+    monkeypatch.setattr(S.TableSources, "_compile", lambda self, path, bid: compiled.append(path))
+    again = S.TableSources(COLS, vdso_image=image)
+    cached = again.table(S.VDSO, None)
+    assert again.origin[(S.VDSO, None)] == "cache" and not compiled
+    assert cached is not None and np.array_equal(cached.start, table.start)
+    other = S.TableSources(COLS, vdso_image=image + b"\0")  # another kernel's image
+    assert other.table(S.VDSO, None) is None and compiled == [S.VDSO]

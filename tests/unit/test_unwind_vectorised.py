@@ -105,3 +105,38 @@ def test_all_kinds_of_frames_unwound_together() -> None:
     assert frames[3] == [sym["f_plt"], sym["f_root"] + 1] and res.reason[3] == END_OF_STACK
     assert frames[4] == [sym["f_signal"], sym["f_root"]] and res.reason[4] == END_OF_STACK
     assert frames[5] == [JIT + 0x10, sym["f_root"] + 1] and res.reason[5] == END_OF_STACK
+
+
+def test_code_map_translates_through_the_segments_of_each_map() -> None:
+    """(sample, pc) -> (slot, DSO address, kind) with maps of two processes, a map spanning
+    two PT_LOAD segments and a gap between them, a map without a table, and unmapped pcs;
+    checked against the scalar rule: offset = pc - start + pgoff, then the last segment
+    starting at or before the offset, if the offset is inside it."""
+    from profiler.report.maps import DsoTable, Map, MapSnapshot
+    from profiler.report.unwind.driver import SnapshotCodeMap
+    from profiler.report.unwind.table import RuleTable
+    from profiler.report.unwind.unwinder import LOC_NO_CFI
+
+    table = RuleTable.empty("x86_64", COLS.count)
+    table.seg_offset = np.asarray([0x0, 0x3000], dtype=np.uint64)
+    table.seg_vaddr = np.asarray([0x0, 0x5000], dtype=np.uint64)
+    table.seg_filesz = np.asarray([0x2000, 0x1000], dtype=np.uint64)
+    dsos = DsoTable()
+    snaps = [MapSnapshot((Map(0x10000, 0x14000, 0, 0), Map(0x20000, 0x21000, 0, 1))),
+             MapSnapshot((Map(0x7000, 0x8000, 0x3000, 0),))]
+    slot_of = np.asarray([0, -1], dtype=np.int64)
+    kind_of = np.asarray([LOC_TABLE, LOC_FRAME_POINTER], dtype=np.int8)
+    gen = np.asarray([0, 1], dtype=np.int64)
+    code = SnapshotCodeMap(gen, snaps, dsos, slot_of, kind_of, [table])
+    cases = [  # (sample, pc, expected kind, expected DSO address)
+        (0, 0x10010, LOC_TABLE, 0x10), (0, 0x11fff, LOC_TABLE, 0x1fff),
+        (0, 0x12000, LOC_NO_CFI, 0), (0, 0x13008, LOC_TABLE, 0x5008), (0, 0x14000, LOC_NO_MAP, 0),
+        (0, 0x20010, LOC_FRAME_POINTER, 0), (0, 0x7010, LOC_NO_MAP, 0),
+        (1, 0x7010, LOC_TABLE, 0x5010), (1, 0x10010, LOC_NO_MAP, 0), (1, 1 << 60, LOC_NO_MAP, 0),
+    ]
+    slot, addr, kind = code.locate(np.asarray([c[0] for c in cases], dtype=np.int64),
+                                   np.asarray([c[1] for c in cases], dtype=np.uint64))
+    assert kind.tolist() == [c[2] for c in cases]
+    got = [a if k == LOC_TABLE else 0 for a, k in zip(addr.tolist(), kind.tolist())]
+    assert got == [c[3] for c in cases]
+    assert [s for s, k in zip(slot.tolist(), kind.tolist()) if k == LOC_TABLE] == [0] * 4
