@@ -166,23 +166,23 @@ class SnapshotCodeMap:
         if not len(self.key) or not m:
             return np.full(m, -1, dtype=np.int64), np.zeros(m, dtype=np.uint64), np.full(m, LOC_NO_MAP, dtype=np.int8)
         user = pc < USER_LIMIT
-        rank = self.rank[sample] << np.uint64(48)
+        rank = self.rank.take(sample) << np.uint64(48)
         key = rank | np.where(user, pc, 0)
         i = np.searchsorted(self.key, key, side="right").astype(np.int64) - 1
         safe = np.maximum(i, 0)
-        hit = user & (i >= 0) & ((self.key[safe] ^ rank) < np.uint64(1 << 48)) & (pc < self.end[safe])
-        dso = np.maximum(self.dso[safe], 0)
-        kind = np.where(hit, self.kind_of_dso[dso], LOC_NO_MAP).astype(np.int8)
-        slot = np.where(hit, self.slot_of_dso[dso], -1)
+        hit = user & (i >= 0) & ((self.key.take(safe) ^ rank) < np.uint64(1 << 48)) & (pc < self.end.take(safe))
+        dso = np.maximum(self.dso.take(safe), 0)
+        kind = np.where(hit, self.kind_of_dso.take(dso), LOC_NO_MAP).astype(np.int8)
+        slot = np.where(hit, self.slot_of_dso.take(dso), -1)
         addr = np.zeros(m, dtype=np.uint64)
         table = kind == LOC_TABLE
         if len(self.part_key) and table.any():
             j = np.searchsorted(self.part_key, key, side="right").astype(np.int64) - 1
             sj = np.maximum(j, 0)
-            inside = table & (j >= 0) & ((self.part_key[sj] ^ rank) < np.uint64(1 << 48)) & (pc < self.part_end[sj])
+            inside = table & (j >= 0) & ((self.part_key.take(sj) ^ rank) < np.uint64(1 << 48)) & (pc < self.part_end.take(sj))
             with np.errstate(over="ignore"):
-                addr = np.where(inside, pc + self.part_bias[sj], np.uint64(0))
-            slot = np.where(inside, self.part_slot[sj], slot)
+                addr = np.where(inside, pc + self.part_bias.take(sj), np.uint64(0))
+            slot = np.where(inside, self.part_slot.take(sj), slot)
             kind[table & ~inside] = LOC_NO_CFI
         else:
             kind[table] = LOC_NO_CFI

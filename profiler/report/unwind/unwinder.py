@@ -94,7 +94,9 @@ def read_words(buf: U8, offset: I64, size: I64, sp0: U64, addr: U64) -> tuple[U6
         return np.zeros(len(pos), dtype=np.uint64), ok & False
     if not (pos & 7).any():  # the usual case: 8-aligned slots in 8-aligned copies
         words = buf[: len(buf) - len(buf) % 8].view("<u8")
-        out: U64 = np.where(ok, words[pos >> 3], np.uint64(0)).astype(np.uint64, copy=False)
+        out: U64 = words.take(pos >> 3)
+        if not ok.all():
+            out[~ok] = 0
         return out, ok
     idx = np.minimum(pos[:, None] + np.arange(8, dtype=np.int64), len(buf) - 1)
     got = np.ascontiguousarray(buf[idx]).view("<u8")[:, 0]
@@ -144,6 +146,9 @@ class CombinedTables:
         self.rule_arg = np.concatenate([self.rule_arg, np.asarray([fargs], dtype=np.int64)])
         self.rule_reg = np.concatenate([self.rule_reg, np.full((1, t), -1, dtype=np.int64)])
         self.flags = np.append(self.flags, np.uint8(0))
+        # the offsets as u64 (two's complement) for address arithmetic, without a copy per step
+        self.cfa_off_u64 = self.cfa_off.view(np.uint64)
+        self.rule_arg_u64 = self.rule_arg.view(np.uint64)
 
     def rows(self, slot: I64, addr: U64) -> tuple[I64, Bools]:
         """Row index per lookup (valid where the second array is True)."""
@@ -153,8 +158,8 @@ class CombinedTables:
         row = np.searchsorted(self.key, key, side="right").astype(np.int64) - 1
         safe = np.maximum(row, 0)
         ok = ((row >= 0) & (slot >= 0) & (addr < np.uint64(1 << KEY_SHIFT))
-              & ((self.key[safe] >> np.uint64(KEY_SHIFT)) == slot.astype(np.uint64))
-              & (self.cfa_kind[safe] != CFA_NONE))
+              & ((self.key.take(safe) >> np.uint64(KEY_SHIFT)) == slot.astype(np.uint64))
+              & (self.cfa_kind.take(safe) != CFA_NONE))
         return safe, ok
 
 
@@ -251,17 +256,17 @@ def _step(cols: ArchColumns, st: _State, depth: int, buf: U8, code: CodeMap, tab
     row = np.where(fp, tables.fp_index, row)
     no_map = kind == LOC_NO_MAP
     no_cfi = ~no_map & ~fp & ((kind == LOC_NO_CFI) | ~ok)
-    cfa_kind = tables.cfa_kind[row]
-    cfa_reg = tables.cfa_reg[row]
-    signal = (tables.flags[row] & FLAG_SIGNAL) != 0
+    cfa_kind = tables.cfa_kind.take(row)
+    cfa_reg = tables.cfa_reg.take(row)
+    signal = (tables.flags.take(row) & FLAG_SIGNAL) != 0
     unsupported = ((cfa_kind != CFA_REG) & (cfa_kind != CFA_DEREF) & (cfa_kind != CFA_PLT)) | (cfa_reg < 0)
     regs, valid = st.regs, st.valid
     flat_regs, flat_valid = regs.reshape(-1), valid.reshape(-1)
     base_at = np.arange(0, m * t, t, dtype=np.int64) + np.maximum(cfa_reg, 0)
-    base_ok = flat_valid[base_at] & ~unsupported
+    base_ok = flat_valid.take(base_at) & ~unsupported
     with np.errstate(over="ignore"):
-        cfa = flat_regs[base_at] + tables.cfa_off[row].astype(np.uint64)
-        plt = tables.plt[row]
+        cfa = flat_regs.take(base_at) + tables.cfa_off_u64.take(row)
+        plt = tables.plt.take(row)
         cfa += ((cfa_kind == CFA_PLT) & ((pc & np.uint64(15)) >= plt)).astype(np.uint64) << np.uint64(3)
     deref = np.flatnonzero(cfa_kind == CFA_DEREF)
     if len(deref):
@@ -270,20 +275,20 @@ def _step(cols: ArchColumns, st: _State, depth: int, buf: U8, code: CodeMap, tab
         base_ok[deref] &= inside
     # the columns with a rule other than "same value": typically the return address and a
     # few callee-saved registers, each read from the stack copy
-    kinds = tables.rule_kind[row]
+    kinds = tables.rule_kind.take(row, axis=0)
     nz = np.flatnonzero(kinds.reshape(-1) != SAME)
     owner = nz // t
     col = nz - owner * t
-    k = kinds.reshape(-1)[nz]
-    at_table = row[owner] * t + col
-    arg = tables.rule_arg.reshape(-1)[at_table].astype(np.uint64)
+    k = kinds.reshape(-1).take(nz)
+    at_table = row.take(owner) * t + col
+    arg = tables.rule_arg_u64.reshape(-1).take(at_table)
     at_reg = k == AT_REG
-    src_at = owner * t + np.maximum(tables.rule_reg.reshape(-1)[at_table], 0)
+    src_at = owner * t + np.maximum(tables.rule_reg.reshape(-1).take(at_table), 0)
     with np.errstate(over="ignore"):
-        where = np.where(at_reg, flat_regs[src_at], cfa[owner]) + arg
-    src_ok = np.where(at_reg, flat_valid[src_at], base_ok[owner])
+        where = np.where(at_reg, flat_regs.take(src_at), cfa.take(owner)) + arg
+    src_ok = np.where(at_reg, flat_valid.take(src_at), base_ok.take(owner))
     in_memory = at_reg | (k == AT_CFA)
-    value, inside = read_words(buf, st.offset[owner], st.size[owner], st.sp0[owner], where)
+    value, inside = read_words(buf, st.offset.take(owner), st.size.take(owner), st.sp0.take(owner), where)
     ra_short = np.zeros(m, dtype=bool)
     ra_short[owner[(col == RA) & in_memory & ~inside & src_ok]] = True
     old_sp = regs[:, SP].copy()
