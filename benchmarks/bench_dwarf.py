@@ -4,15 +4,17 @@
    recorded at 4 kHz with default buffers by `profiler record --call-graph dwarf` and, in a
    separate run, by `perf record --call-graph dwarf`. Printed: samples, lost samples, capture
    bytes per sample (target <= 0.3 x perf.data), report throughput in samples/s of
-   `profiler report` (CFI cache cold and warm) against `perf report --stdio` (target >= 10 x),
-   and each reporter's peak RSS (target <= 0.5 x perf report).
+   `profiler report` (CFI cache cold, once; warm, the median of --rounds runs alternating with
+   as many `perf report --stdio` runs, after one untimed perf run that fills its build-id
+   cache) against perf's median (target >= 10 x), and each reporter's peak RSS (target <= 0.5 x
+   perf report).
 2. The share of samples whose unwound stack is complete (reaches `__libc_start_call_main`,
    `__libc_start_main`, `_start`, `start_thread` or `clone3`), both tools' `script` output read
    by one parser (target: ours >= perf's).
 3. The frameless-leaf fixture (fixtures/dwarf/dwarf_mix): the share of `leaf` samples whose
    caller `middle` is shown (target >= 99 %), both tools.
 
-Usage: python benchmarks/bench_dwarf.py [--seconds 30] [--keep DIR]
+Usage: python benchmarks/bench_dwarf.py [--seconds 30] [--keep DIR] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -140,6 +143,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=int(os.environ.get("BENCH_SECONDS", "30")))
     ap.add_argument("--keep", type=Path)
+    ap.add_argument("--rounds", type=int, default=5, help="warm report runs of each tool, alternating")
     args = ap.parse_args()
     if shutil.which("perf") is None or shutil.which("xz") is None:
         sys.exit("bench-dwarf needs perf and xz (Debian's) on the machine.")
@@ -169,9 +173,16 @@ def main() -> None:
     env = {"PROFILER_CACHE_DIR": str(cache)}
     report = [PY, "-m", "profiler", "report", "-i", str(ours), "--no-children", "-g", "caller"]
     cold, rss_cold = timed_rss(report, env)
-    warm, rss_ours = timed_rss(report, env)
-    perf_time, rss_perf = timed_rss(["perf", "report", "-i", str(theirs), "--stdio", "--no-children",
-                                     "-g", "caller"])
+    perf_report = ["perf", "report", "-i", str(theirs), "--stdio", "--no-children", "-g", "caller"]
+    timed_rss(perf_report)  # perf's first report fills its build-id cache (~/.debug): not timed
+    # warm runs alternating with perf's, ROUNDS of each: the medians are compared (a busy
+    # machine slows whichever tool runs when it is busiest)
+    ours_runs, perf_runs = [], []
+    for _ in range(args.rounds):
+        ours_runs.append(timed_rss(report, env))
+        perf_runs.append(timed_rss(perf_report))
+    warm, rss_ours = statistics.median(w for w, _ in ours_runs), max(r for _, r in ours_runs)
+    perf_time, rss_perf = statistics.median(w for w, _ in perf_runs), max(r for _, r in perf_runs)
     n_unwound, t_unwind = unwind_only(ours, cache)
     _, script_ours = run([PY, "-m", "profiler", "script", "-i", str(ours)], env)
     _, script_perf = run(["perf", "script", "-i", str(theirs), "-F", "comm,tid,time,ip,sym,dso"])
@@ -204,7 +215,9 @@ def main() -> None:
     ]
     for name, a, b, r, t in rows:
         print(f"{name:38s} {a:>14s} {b:>14s} {r:>8s}  {t}")
-    print(f"(cold report RSS {rss_cold / 1024:.0f} MiB; captures in {work})")
+    print(f"(warm reports: median of {args.rounds} runs of each tool, alternating: ours "
+          f"{', '.join(f'{w:.2f}' for w, _ in ours_runs)} s, perf {', '.join(f'{w:.2f}' for w, _ in perf_runs)} s; "
+          f"cold report RSS {rss_cold / 1024:.0f} MiB; captures in {work})")
 
 
 if __name__ == "__main__":
