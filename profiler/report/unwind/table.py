@@ -28,7 +28,7 @@ import struct
 import zipfile
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -137,10 +137,12 @@ class RuleTable:
 
     _CACHE_MAGIC = b"PRFRULES"
     _CACHE_HEAD = struct.Struct("<8sIIII")  # magic, rows, columns, segments, meta bytes
-    _WIDE = (("start", np.uint64, 1), ("cfa_off", np.int64, 1), ("rule_arg", np.int64, 2))
+    _WIDE: ClassVar[tuple[tuple[str, Any, int], ...]] = (("start", np.uint64, 1), ("cfa_off", np.int64, 1),
+                                               ("rule_arg", np.int64, 2))
     _SEGS = ("seg_offset", "seg_vaddr", "seg_filesz")
-    _NARROW = (("cfa_kind", np.uint8, 1), ("cfa_reg", np.int8, 1), ("plt_threshold", np.uint8, 1),
-               ("flags", np.uint8, 1), ("rule_kind", np.uint8, 2), ("rule_reg", np.int8, 2))
+    _NARROW: ClassVar[tuple[tuple[str, Any, int], ...]] = (
+        ("cfa_kind", np.uint8, 1), ("cfa_reg", np.int8, 1), ("plt_threshold", np.uint8, 1),
+        ("flags", np.uint8, 1), ("rule_kind", np.uint8, 2), ("rule_reg", np.int8, 2))
 
     def to_cache_bytes(self) -> bytes:
         """The table as the cache stores it: a small header, then each array's bytes (u64
