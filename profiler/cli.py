@@ -87,7 +87,8 @@ def _bytes_as_recorded() -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI, mapping project errors to one sentence and an exit code."""
-    # (perf.data files are read too: CaptureReader.open imports their reader when it meets one)
+    import profiler.format.perfdata  # noqa: F401  every command that reads a capture reads perf.data
+
     _bytes_as_recorded()
     try:
         return cli.main(args=argv, prog_name="profiler", standalone_mode=False)

@@ -92,8 +92,7 @@ _RELEASE_EVERY = 8 << 20
 PERF_DATA_MAGICS = (b"PERFILE2", b"2ELIFREP", b"PERFFILE")
 
 # Readers of other tools' files, chosen by their first 8 bytes: (magics, factory). The
-# perf.data reader registers itself here (profiler.format.perfdata, imported by
-# CaptureReader.open when it meets a perf.data file: ~25 ms of imports other files do without).
+# perf.data reader registers itself here (profiler.format.perfdata, imported by the package).
 ForeignReader = Callable[[Path, "bytes | mmap.mmap"], "CaptureReader"]
 FOREIGN_READERS: list[tuple[tuple[bytes, ...], ForeignReader]] = []
 
@@ -467,8 +466,6 @@ class CaptureReader:
         file as a :class:`~profiler.format.perfdata.PerfDataReader`); ``-`` reads standard input."""
         target = Path(path)
         data = _spool_stdin() if str(path) == "-" else _map_file(target)
-        if bytes(data[:8]) in PERF_DATA_MAGICS and not any(PERF_DATA_MAGICS[0] in m for m, _ in FOREIGN_READERS):
-            import profiler.format.perfdata  # noqa: F401  registers its reader (imported only for such a file)
         for magics, make in FOREIGN_READERS:
             if bytes(data[:8]) in magics:
                 return make(target, data)
