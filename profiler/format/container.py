@@ -62,6 +62,10 @@ VERSION_ZSTD = (2, 0)
 _FILE_HEAD = struct.Struct("<8sHHII")  # magic, major, minor, header_len, crc32
 _FRAME_HEAD = struct.Struct("<BBHIII")  # kind, flags, cpu, length, seq, crc32
 FRAME_HEADER_SIZE = _FRAME_HEAD.size  # 16
+_FRAME_PREFIX = struct.Struct("<BBHII")  # _FRAME_HEAD without its crc32, which covers this and the payload
+_CRC = struct.Struct("<I")
+_PADDING = [b"\0" * n for n in range(8)]
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
 
 # Frame kinds.
 FRAME_RAW = 1  # raw ring-buffer bytes exactly as the kernel wrote them; ``cpu`` says whose
@@ -79,6 +83,7 @@ FRAME_NAMES = {
     FRAME_TRAILER: "trailer",
 }
 NO_CPU = 0xFFFF
+_ROUND_FRAME: tuple[int, int, tuple[bytes | memoryview, ...], int] = (FRAME_ROUND, NO_CPU, (), 0)
 
 # Frame flags.
 FLAG_ZLIB = 0x01  # the payload is zlib-compressed (META frames only, in format 1.0)
@@ -223,16 +228,18 @@ class CaptureWriter:
     def _write_all(self, parts: list[bytes | memoryview]) -> None:
         """Write ``parts`` completely or cut the file back to where it was and raise."""
         start = self.bytes_written
-        pending = [memoryview(p).cast("B") for p in parts if len(p)]
+        pending: list[bytes | memoryview] = [p for p in parts if len(p)]
         try:
             while pending:
-                n = os.writev(self._fd, pending)
+                n = os.writev(self._fd, pending[:_IOV_MAX])
                 self.bytes_written += n
-                while pending and n >= len(pending[0]):
-                    n -= len(pending[0])
-                    pending.pop(0)
+                done = 0
+                while done < len(pending) and n >= len(pending[done]):
+                    n -= len(pending[done])
+                    done += 1
+                del pending[:done]
                 if pending and n:
-                    pending[0] = pending[0][n:]
+                    pending[0] = memoryview(pending[0]).cast("B")[n:]
         except OSError as exc:
             self._cut_back(start)
             if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
@@ -253,20 +260,29 @@ class CaptureWriter:
 
     def _frame(self, kind: int, cpu: int, chunks: tuple[bytes | memoryview, ...],
                flags: int = 0) -> None:
+        self._frames([(kind, cpu, chunks, flags)])
+
+    def _frames(self, frames: list[tuple[int, int, tuple[bytes | memoryview, ...], int]]) -> None:
+        """Append whole frames ``(kind, cpu, chunks, flags)`` with one ``writev``."""
         if self.closed:
             raise ProfilerError(f"internal error: write to the closed capture {self.path}.")
-        length = sum(len(c) for c in chunks)
-        if length > MAX_FRAME_SIZE:
-            raise ValueError(f"frame of {length} bytes exceeds the format's limit")
+        parts: list[bytes | memoryview] = []
         seq = self._seq
-        prefix = struct.pack("<BBHII", kind, flags, cpu, length, seq)
-        crc = zlib.crc32(prefix)
-        for chunk in chunks:
-            crc = zlib.crc32(chunk, crc)
-        head = prefix + struct.pack("<I", crc)
-        self._write_all([head, *chunks, b"\0" * _pad8(length)])
-        self._seq += 1
-        self.frames_written += 1
+        for kind, cpu, chunks, flags in frames:
+            length = sum(len(c) for c in chunks)
+            if length > MAX_FRAME_SIZE:
+                raise ValueError(f"frame of {length} bytes exceeds the format's limit")
+            prefix = _FRAME_PREFIX.pack(kind, flags, cpu, length, seq)
+            crc = zlib.crc32(prefix)
+            for chunk in chunks:
+                crc = zlib.crc32(chunk, crc)
+            parts.append(prefix + _CRC.pack(crc))
+            parts.extend(chunks)
+            parts.append(_PADDING[-length % 8])
+            seq += 1
+        self._write_all(parts)
+        self._seq = seq
+        self.frames_written += len(frames)
 
     def write_raw(self, cpu: int, *chunks: bytes | memoryview) -> None:
         """One frame of whole kernel records copied from the ring buffer of ``cpu``."""
@@ -282,6 +298,20 @@ class CaptureWriter:
 
     def write_round(self) -> None:
         self._frame(FRAME_ROUND, NO_CPU, ())
+
+    def write_pass(self, raws: list[tuple[int, bytes | memoryview]], *, compressed: bool = False) -> None:
+        """One pass of the recorder: a RAW frame per ``(cpu, data)`` (RAW_ZSTD frames of
+        compacted records with ``compressed``), then a ROUND marker, all with one ``writev``.
+
+        The bytes are exactly those of ``write_raw`` (or ``write_raw_zstd``) for each and then
+        ``write_round``; one system call instead of one per frame. If the disk fills up, the
+        whole pass is cut back."""
+        kind = FRAME_RAW_ZSTD if compressed else FRAME_RAW
+        frames: list[tuple[int, int, tuple[bytes | memoryview, ...], int]] = [
+            (kind, cpu, (zstd_compress(data) if compressed else data,), 0) for cpu, data in raws
+        ]
+        frames.append(_ROUND_FRAME)
+        self._frames(frames)
 
     def write_meta(self, kind: str, payload: dict[str, Any], level: int = 1) -> None:
         """One metadata frame; large ones (a kallsyms snapshot, symbol tables) are compressed

@@ -17,6 +17,10 @@ from profiler.errors import EventError, PermissionDeniedError, RecordError
 from profiler.format.attr import PERF_ATTR_SIZE_VER7, perf_event_attr
 
 SYSCALL_NUMBERS: dict[str, int] = {"x86_64": 298, "aarch64": 241}
+# sched_setattr(2) / sched_getattr(2), for the recorder's own scheduling slice
+SCHED_SETATTR_NUMBERS: dict[str, int] = {"x86_64": 314, "aarch64": 274}
+SCHED_GETATTR_NUMBERS: dict[str, int] = {"x86_64": 315, "aarch64": 275}
+SCHED_OTHER = 0
 
 # perf_event_open flags (linux/perf_event.h)
 PERF_FLAG_FD_NO_GROUP = 1 << 0
@@ -106,6 +110,43 @@ def perf_event_open(
         error.errno = err
         raise error
     return fd
+
+
+class sched_attr(ctypes.Structure):
+    """``struct sched_attr`` (linux/sched/types.h), SCHED_ATTR_SIZE_VER1: 56 bytes."""
+
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("sched_policy", ctypes.c_uint32),
+        ("sched_flags", ctypes.c_uint64),
+        ("sched_nice", ctypes.c_int32),
+        ("sched_priority", ctypes.c_uint32),
+        ("sched_runtime", ctypes.c_uint64),  # for SCHED_OTHER (Linux >= 6.12): the slice, ns
+        ("sched_deadline", ctypes.c_uint64),
+        ("sched_period", ctypes.c_uint64),
+        ("sched_util_min", ctypes.c_uint32),
+        ("sched_util_max", ctypes.c_uint32),
+    ]
+
+
+def get_sched_attr() -> sched_attr | None:
+    """The calling thread's scheduling attributes, or None where the syscall is unknown or fails."""
+    number = SCHED_GETATTR_NUMBERS.get(os.uname().machine)
+    if number is None:
+        return None
+    attr = sched_attr()
+    if _libc.syscall(ctypes.c_long(number), 0, ctypes.byref(attr), ctypes.c_uint(ctypes.sizeof(attr)), 0) != 0:
+        return None
+    return attr
+
+
+def set_sched_attr(attr: sched_attr) -> bool:
+    """Apply ``attr`` to the calling thread; False when the kernel refuses it."""
+    number = SCHED_SETATTR_NUMBERS.get(os.uname().machine)
+    if number is None:
+        return False
+    attr.size = ctypes.sizeof(attr)
+    return _libc.syscall(ctypes.c_long(number), 0, ctypes.byref(attr), 0) == 0
 
 
 def _ioctl(fd: int, request: int, arg: int | ctypes.c_void_p | None = None) -> int:

@@ -30,7 +30,7 @@ from profiler.format import records as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
 from profiler.format.compact import compact_stacks
 from profiler.format.container import VERSION_PLAIN, VERSION_ZSTD, CaptureWriter
-from profiler.record import metadata, synth
+from profiler.record import metadata, perf_event, synth
 from profiler.record.events import EventSpec, default_event, split_modifiers
 from profiler.format.regs import regs_mask
 from profiler.record.groups import Member, configure, members_of
@@ -39,6 +39,12 @@ from profiler.record.session import OpenedEvent, Session
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
 
 POLL_MS = 250  # also the longest a quiet buffer waits before it reaches the file
+# The recorder's scheduling slice while it drains (sched_setattr's sched_runtime for SCHED_OTHER,
+# Linux >= 6.12; the kernel's minimum). It asks for no more CPU time: it tells the EEVDF
+# scheduler that the recorder runs in short bursts, so that a wakeup (a ring buffer crossing
+# its watermark) preempts the busy target now rather than at its next tick, milliseconds
+# later, when a small buffer has long overflowed.
+DRAIN_SLICE_NS = 100_000
 SAMPLE_BASE = (
     R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PERF_SAMPLE_CPU | R.PERF_SAMPLE_PERIOD
 )
@@ -487,7 +493,8 @@ class Recorder:
             stopper.attach(self.child)
         self._synthesize(writer, kallsyms_text, modules_text)
         try:
-            self._loop(writer, stopper)
+            with short_slice(DRAIN_SLICE_NS):
+                self._loop(writer, stopper)
         finally:
             self.session.disable()
 
@@ -505,6 +512,25 @@ class Recorder:
         if not failed and stopped_by is None and self.child.status is None:
             self.child.kill(signal.SIGTERM)
         return self.child.exit_code()
+
+
+@contextmanager
+def short_slice(slice_ns: int) -> Iterator[bool]:
+    """Run the calling thread with a scheduling slice of ``slice_ns`` inside the block (yields
+    whether the kernel took it), then put the previous one back. Only a SCHED_OTHER thread is
+    touched (its nice value kept). The command was forked before: it keeps the default slice.
+    A kernel without the syscall or custom slices changes nothing."""
+    saved = perf_event.get_sched_attr()
+    applied = False
+    if saved is not None and saved.sched_policy == perf_event.SCHED_OTHER:
+        wanted = perf_event.sched_attr.from_buffer_copy(saved)
+        wanted.sched_runtime = slice_ns
+        applied = perf_event.set_sched_attr(wanted)
+    try:
+        yield applied
+    finally:
+        if applied and saved is not None:
+            perf_event.set_sched_attr(saved)
 
 
 @contextmanager
