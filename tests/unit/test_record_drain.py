@@ -193,3 +193,17 @@ def test_the_short_slice_is_taken_and_given_back() -> None:
     assert after is not None
     assert (after.sched_policy, after.sched_nice, after.sched_runtime) == (
         before.sched_policy, before.sched_nice, before.sched_runtime)
+
+
+def test_a_small_buffer_wakes_the_loop_at_three_quarters() -> None:
+    from profiler.record.events import EventSpec
+    from profiler.record.options import RecordOptions
+    from profiler.record.recorder import SMALL_BUFFER, build_attr, wakeup_watermark
+
+    assert wakeup_watermark(4096) == 3072
+    assert wakeup_watermark(SMALL_BUFFER) == SMALL_BUFFER * 3 // 4
+    assert wakeup_watermark(SMALL_BUFFER * 2) == SMALL_BUFFER
+    assert wakeup_watermark(1 << 19) == 1 << 18  # the default 512 KiB: half, like the kernel and perf
+    attr = build_attr(EventSpec("cpu-clock", 1, 0), RecordOptions(command=("x",)), tracking=True, several=False,
+                      enable_on_exec=True, inherit=True, data_size=4096)
+    assert attr.watermark == 1 and attr.wakeup_events == 3072
