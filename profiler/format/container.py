@@ -25,7 +25,7 @@ import stat
 import struct
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -299,7 +299,7 @@ class CaptureWriter:
     def write_round(self) -> None:
         self._frame(FRAME_ROUND, NO_CPU, ())
 
-    def write_pass(self, raws: list[tuple[int, bytes | memoryview]], *, compressed: bool = False) -> None:
+    def write_pass(self, raws: Sequence[tuple[int, bytes | memoryview]], *, compressed: bool = False) -> None:
         """One pass of the recorder: a RAW frame per ``(cpu, data)`` (RAW_ZSTD frames of
         compacted records with ``compressed``), then a ROUND marker, all with one ``writev``.
 

@@ -135,7 +135,7 @@ def get_sched_attr() -> sched_attr | None:
     if number is None:
         return None
     attr = sched_attr()
-    if _libc.syscall(ctypes.c_long(number), 0, ctypes.byref(attr), ctypes.c_uint(ctypes.sizeof(attr)), 0) != 0:
+    if int(_libc.syscall(ctypes.c_long(number), 0, ctypes.byref(attr), ctypes.c_uint(ctypes.sizeof(attr)), 0)) != 0:
         return None
     return attr
 
@@ -146,7 +146,7 @@ def set_sched_attr(attr: sched_attr) -> bool:
     if number is None:
         return False
     attr.size = ctypes.sizeof(attr)
-    return _libc.syscall(ctypes.c_long(number), 0, ctypes.byref(attr), 0) == 0
+    return int(_libc.syscall(ctypes.c_long(number), 0, ctypes.byref(attr), 0)) == 0
 
 
 def _ioctl(fd: int, request: int, arg: int | ctypes.c_void_p | None = None) -> int:

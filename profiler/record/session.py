@@ -8,8 +8,9 @@ and every other event on the CPU (other event kinds, other threads) is redirecte
 The loop poll()s every event fd plus a signal wakeup pipe. The kernel wakes us when a
 buffer's fill crosses ``wakeup_watermark`` (set with ``watermark = 1``); a pass then copies
 ``[data_tail, data_head)`` of every buffer and stores data_tail, then writes one RAW frame per
-buffer and a ROUND marker with a single ``writev``. The only look at the bytes is a walk over record headers that
-counts samples and LOST records and picks MMAP2 records' file names for the build-id table.
+buffer and a ROUND marker with a single ``writev``. The only look at the bytes is a walk over
+record headers that counts samples and LOST records and picks MMAP2 records' file names for the
+build-id table.
 """
 
 from __future__ import annotations
