@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dump": ("dump", "Print every record of a capture, one line each (debugging)."),
     "list": ("list_events", "List the events this machine supports."),
 }
+# Commands that read no capture: they do without the perf.data reader (and numpy, which it imports).
+READS_NO_CAPTURE = frozenset({"record", "stat", "list"})
 
 
 class LazyGroup(click.Group):
@@ -44,6 +46,8 @@ class LazyGroup(click.Group):
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return None
+        if cmd_name not in READS_NO_CAPTURE:
+            import profiler.format.perfdata  # noqa: F401  every command that reads a capture reads perf.data
         try:
             module = importlib.import_module(f"profiler.commands.{entry[0]}")
         except ModuleNotFoundError as exc:
@@ -87,8 +91,6 @@ def _bytes_as_recorded() -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI, mapping project errors to one sentence and an exit code."""
-    import profiler.format.perfdata  # noqa: F401  every command that reads a capture reads perf.data
-
     _bytes_as_recorded()
     try:
         return cli.main(args=argv, prog_name="profiler", standalone_mode=False)

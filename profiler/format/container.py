@@ -20,10 +20,8 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import socket
 import stat
 import struct
-import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-import numpy as np
 
 from profiler import __version__
 from profiler.errors import (
@@ -157,7 +154,7 @@ class CaptureWriter:
         if special:
             return cls._create_in_place(target, header, version)
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            fd, tmp = _mkstemp(target.parent, f".{target.name}.", ".tmp")
         except OSError as exc:
             raise ProfilerError(f"cannot write the capture {target}: {exc.strerror}.") from None
         writer = cls(fd, target)
@@ -220,7 +217,7 @@ class CaptureWriter:
         full = dict(header)
         full["format_version"] = list(version)
         full.setdefault("tool_version", __version__)
-        full.setdefault("hostname", socket.gethostname())
+        full.setdefault("hostname", os.uname().nodename)  # what socket.gethostname() returns
         body = _packb(full)
         head = _FILE_HEAD.pack(MAGIC, version[0], version[1], len(body), zlib.crc32(body))
         self._write_all([head, body, b"\0" * _pad8(len(head) + len(body))])
@@ -342,6 +339,18 @@ class CaptureWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.abort()
+
+
+def _mkstemp(directory: Path, prefix: str, suffix: str) -> tuple[int, str]:
+    """``tempfile.mkstemp`` (mode 0600, never an existing file), without importing tempfile
+    (with shutil and random) into the recorder."""
+    for _ in range(100):
+        name = str(directory / f"{prefix}{os.urandom(6).hex()}{suffix}")
+        try:
+            return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(directory))
 
 
 def _move_into_place(tmp: Path, target: Path, keep_old: bool) -> None:
@@ -521,6 +530,8 @@ class CaptureReader:
         """Inflate RAW_ZSTD frames into an unlinked temporary file laid out like the capture,
         with RAW frames in their place, and read everything from there: record file offsets
         (what the columnar decoder and the unwinder address) then work the same for both."""
+        import tempfile
+
         tmp = tempfile.TemporaryFile(prefix="profiler-capture-")
         try:
             out: list[Frame] = []
@@ -855,6 +866,8 @@ class _FrameWalk:
         return None
 
     def _in_window(self, start: int, stop: int) -> int | None:
+        import numpy as np  # here only: the recorder writes captures without importing numpy
+
         words = (stop - start) // 4
         if words < 4:
             return None

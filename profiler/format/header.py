@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
 from typing import Any
@@ -20,7 +19,7 @@ def machine_facts() -> dict[str, Any]:
         online = list(range(os.cpu_count() or 1))
     return {
         "tool_version": __version__,
-        "hostname": socket.gethostname(),
+        "hostname": uname.nodename,  # what socket.gethostname() returns
         "kernel_release": uname.release,
         "arch": uname.machine,
         "byte_order": sys.byteorder,

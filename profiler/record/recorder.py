@@ -28,7 +28,6 @@ from typing import Any, TextIO
 from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageError
 from profiler.format import records as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
-from profiler.format.compact import compact_stacks
 from profiler.format.container import VERSION_PLAIN, VERSION_ZSTD, CaptureWriter
 from profiler.record import metadata, perf_event, synth
 from profiler.record.events import EventSpec, default_event, split_modifiers
@@ -442,6 +441,8 @@ class Recorder:
         self._open_events(specs, cpus)
         version = VERSION_PLAIN
         if self.opts.dwarf_stack_size is not None:
+            from profiler.format.compact import compact_stacks  # numpy: only --call-graph dwarf needs it
+
             layout, _ = self._layout()
             self.session.compact = partial(compact_stacks, layout=layout)
             version = VERSION_ZSTD
