@@ -1,10 +1,9 @@
 """Capture-time facts, so that a capture can be analysed on another machine.
 
 The header (host, kernel, CPUs, page size, target, clocks), the kernel's build-id from
-/sys/kernel/notes, a /proc/kallsyms snapshot (noting when ``kernel.kptr_restrict`` hides the
-addresses), /proc/modules, and the vdso image (copied from this process's own ``[vdso]`` mapping:
-the kernel maps the same image into every process of an ABI). Build-ids of mapped files are
-``profiler/record/mapped.py``'s.
+/sys/kernel/notes, /proc/modules, and the vdso image (copied from this process's own ``[vdso]``
+mapping: the kernel maps the same image into every process of an ABI). Build-ids of mapped files
+are ``profiler/record/mapped.py``'s; kernel symbols ``profiler/record/kallsyms.py``'s.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from profiler.format.header import machine_facts
 from profiler.format.buildid import kernel_build_id
 from profiler.record.synth import read_maps
 
-KALLSYMS = Path("/proc/kallsyms")
 MODULES = Path("/proc/modules")
 KPTR_RESTRICT = Path("/proc/sys/kernel/kptr_restrict")
 from profiler.record.cpus import ONLINE_CPUS as ONLINE_CPUS  # noqa: E402 - re-exported
@@ -63,20 +61,6 @@ def kptr_restrict() -> int:
         return int(KPTR_RESTRICT.read_text().strip())
     except (OSError, ValueError):
         return -1
-
-
-def kallsyms_hidden(text: str) -> bool:
-    """kptr_restrict (or a lack of privilege) shows every address as zero."""
-    for line in text.splitlines()[:64]:
-        address = line.split(" ", 1)[0]
-        if address.strip("0"):
-            return False
-    return True
-
-
-def read_kallsyms() -> dict[str, Any]:
-    text = _read_text(KALLSYMS)
-    return {"text": text, "kptr_restrict": kptr_restrict(), "hidden": kallsyms_hidden(text)}
 
 
 def read_modules() -> dict[str, Any]:

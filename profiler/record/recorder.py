@@ -4,12 +4,13 @@ Order matters for what the capture can explain:
 1. the command is forked and held (or the running threads are listed);
 2. every event is opened disabled, one per (CPU, task) — ring buffers mapped, ids read;
 3. the capture is created with a header naming the events and their kernel ids;
-4. host facts (kernel build-id, modules, vdso image, kallsyms) and synthesized records for
+4. host facts (kernel build-id, modules, vdso image, ``_text``) and synthesized records for
    what already runs are written; the events are enabled (or the command released, and its
    exec enables them);
 5. the loop copies ring buffers until the command exits, a signal, ``--duration``, or every
-   attached task is gone; then events are disabled, buffers drained a last time, build-ids
-   and statistics written, and the trailer marks the clean end.
+   attached task is gone; then events are disabled, buffers drained a last time, build-ids,
+   the kernel symbols that samples hit, and statistics written, and the trailer marks the
+   clean end.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageErro
 from profiler.format import records as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
 from profiler.format.container import VERSION_PLAIN, VERSION_ZSTD, CaptureWriter
-from profiler.record import metadata, perf_event, synth
+from profiler.record import kallsyms, metadata, perf_event, synth
 from profiler.record.events import EventSpec, default_event, split_modifiers
 from profiler.format.regs import regs_mask
 from profiler.record.groups import Member, configure, members_of
@@ -321,30 +322,59 @@ class Recorder:
     def _kernel_wanted(self) -> bool:
         return any(not e.attr.exclude_kernel for e in self.events)
 
-    def _write_host_facts(self, writer: CaptureWriter) -> tuple[str, str]:
-        writer.write_meta("kernel", metadata.kernel_info())
+    def _write_host_facts(self, writer: CaptureWriter) -> tuple[int | None, str]:
+        """The kernel, its modules and the vdso image; of /proc/kallsyms only the head now
+        (``_text``, and whether the addresses are hidden): the kernel symbols that samples
+        hit are packed at the end (:meth:`_kernel_symbols`). Returns (``_text``, modules)."""
+        kernel = metadata.kernel_info()
+        self._kernel_build_id = kernel["build_id"]
+        writer.write_meta("kernel", kernel)
         modules = metadata.read_modules()
         writer.write_meta("modules", modules)
         vdso = metadata.vdso_image()
         if vdso is not None:
             writer.write_meta("vdso", vdso)
-        kallsyms_text = ""
-        if self._kernel_wanted():
-            kallsyms = metadata.read_kallsyms()
-            writer.write_meta("kallsyms", kallsyms)
-            if kallsyms["hidden"] and not self.opts.quiet:
+        if not self._kernel_wanted():
+            return None, str(modules["text"])
+        head = kallsyms.read_head()
+        if head.hidden:
+            restrict = metadata.kptr_restrict()
+            # as captures always said it: readers name kernel frames [unknown] and say why
+            writer.write_meta("kallsyms", {"text": head.lines.decode("utf-8", "replace"),
+                                           "kptr_restrict": restrict, "hidden": True})
+            if not self.opts.quiet:
                 self.notices.append(
                     "notice: kernel addresses are hidden (kernel.kptr_restrict="
-                    f"{kallsyms['kptr_restrict']}): kernel symbols will not resolve."
+                    f"{restrict}): kernel symbols will not resolve."
                 )
-            kallsyms_text = str(kallsyms["text"])
-        return kallsyms_text, str(modules["text"])
+        elif head.text_address is not None:
+            self._kallsyms_head = head
+            stats = self.session.stats
+            stats.kernel_floor = kallsyms.kernel_floor()
+            stats.span = kallsyms.SampleSpan.of(
+                R.SampleLayout.from_attr(attr_to_dict(e.attr), sys.byteorder) for e in self.events)
+        return head.text_address, str(modules["text"])
 
-    def _synthesize(self, writer: CaptureWriter, kallsyms_text: str, modules_text: str) -> None:
+    def _kernel_symbols(self, writer: CaptureWriter) -> None:
+        """The kernel symbols covering every kernel address a sample holds, in the layout of
+        ``profiler archive``'s kernel entry (docs/format.md, metadata ``symbols``)."""
+        stats = self.session.stats
+        if not stats.kernel_floor:
+            return
+        packed = kallsyms.read_subset(stats.kernel_code_addresses(), head=self._kallsyms_head,
+                                      cache=kallsyms.cache_file(self._kernel_build_id))
+        if packed is None:
+            return
+        writer.write_meta("symbols", {
+            "kind": "kernel", "path": kallsyms.KERNEL_DSO, "build_id": self._kernel_build_id, "layout": None,
+            "kallsyms": packed, "count": kallsyms.count(packed), "coverage": "sampled",
+            "source": "recorded"})
+
+    def _synthesize(self, writer: CaptureWriter, text_address: int | None, modules_text: str) -> None:
         layout, ident = self._layout()
         records: list[R.Record] = []
-        if kallsyms_text:
-            records.extend(synth.kernel_records(kallsyms_text, modules_text, ident))
+        if text_address is not None:
+            records.extend(synth.kernel_records(text_address, modules_text, ident))
         if self.opts.system_wide:
             pids = synth.all_pids()
             records.extend(synth.idle_records(ident))
@@ -390,6 +420,7 @@ class Recorder:
         stats = self.session.stats
         stats.mapped.finish()
         writer.write_meta("buildids", {"entries": stats.mapped.entries()})
+        self._kernel_symbols(writer)
         writer.write_meta("lost", {"per_cpu": dict(stats.lost_per_cpu)})
         summary = {
             "samples": stats.samples,
@@ -425,6 +456,8 @@ class Recorder:
             self.session.close()
 
     _released = False
+    _kernel_build_id: str | None = None
+    _kallsyms_head: kallsyms.Head | None = None
 
     def _stop_command(self) -> None:
         """Recording failed: a command not yet released exits without running anything, a
@@ -449,8 +482,8 @@ class Recorder:
         error: ProfilerError | None = None
         started = time.monotonic()
         # The handlers are in place before the capture file exists, as perf installs its own
-        # before it creates perf.data: a SIGINT while the host facts are read (kallsyms takes
-        # a while on a busy machine) ends the recording like one during the loop.
+        # before it creates perf.data: a SIGINT while the host facts are read ends the
+        # recording like one during the loop.
         stopper = Stopper(None)
         with _installed(stopper):
             writer = CaptureWriter.create(self.opts.output, self._header(), version, keep_old=True)
@@ -489,7 +522,7 @@ class Recorder:
         """Host facts, then (unless a signal already asked to stop) enable, release the
         command, synthesize the existing state and drain until the end. A command stopped
         before its release never runs: it exits unstarted, the capture is still whole."""
-        kallsyms_text, modules_text = self._write_host_facts(writer)
+        text_address, modules_text = self._write_host_facts(writer)
         tracepoints = [m.spec.name for m in specs if m.spec.type == PERF_TYPE_TRACEPOINT]
         if tracepoints:
             writer.write_meta("tracepoint_formats", metadata.tracepoint_formats(tracepoints))
@@ -505,7 +538,7 @@ class Recorder:
             self._released = True
             self.child.release()
             stopper.attach(self.child)
-        self._synthesize(writer, kallsyms_text, modules_text)
+        self._synthesize(writer, text_address, modules_text)
         try:
             with short_slice(DRAIN_SLICE_NS):
                 self._loop(writer, stopper)

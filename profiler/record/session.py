@@ -19,16 +19,16 @@ import mmap
 import os
 import select
 import struct
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from profiler.errors import EventError, PermissionDeniedError, ProfilerError, RecordError
 from profiler.format import records as R
 from profiler.format.attr import perf_event_attr
 from profiler.format.container import CaptureWriter
 from profiler.record import perf_event
+from profiler.record.kallsyms import SampleSpan
 from profiler.record.mapped import MappedFiles
 from profiler.record.ringbuf import RingBuffer
 
@@ -39,32 +39,38 @@ _MMAP2_BUILD_ID = 8 + 32  # build_id_size u8, 3 reserved bytes, build_id[20]; or
 _MMAP2_INODE = struct.Struct("=IIQQ")  # maj, min, ino, ino_generation
 _SAMPLE = R.PERF_RECORD_SAMPLE
 _MIN_RUN = 8  # a run of same-size samples shorter than this is walked record by record
-# A record header read as one host-order u64: type and size compared, misc (the CPU mode,
-# which differs between user and kernel samples) masked out.
-_HDR_WORD = np.dtype("=u8")
-_TYPE_SIZE_MASK = _U64.unpack(_HDR.pack(0xFFFFFFFF, 0, 0xFFFF))[0]
 _TYPE_SIZE_BYTES = (0, 1, 2, 3, 6, 7)  # the header bytes of type and size (4 and 5 are misc)
-_COLUMN_CHECK_MAX = 256  # records; beyond, numpy is faster
 
 
 def _sample_run(buf: bytes | memoryview, pos: int, size: int, end: int) -> int:
     """How many SAMPLE records of ``size`` bytes follow one another from ``pos`` (at least 1).
 
-    A short buffer (a small ring at a high rate wakes us every few dozen records) is checked
-    a header byte column at a time (``bytes[start:stop:size]`` and ``count``, C loops of a
-    microsecond); a long one, or a run that stops early, with numpy."""
+    Checked a header byte column at a time (``bytes[start:stop:size]``, and ``lstrip`` counts
+    how many leading records have the byte): C loops of microseconds, and no numpy (the
+    recorder does not import it)."""
     n = (end - pos) // size
     want = _HDR.pack(_SAMPLE, 0, size)
-    if n <= _COLUMN_CHECK_MAX and isinstance(buf, bytes):
-        stop = pos + n * size
-        for off in _TYPE_SIZE_BYTES:
-            if buf[pos + off : stop : size].count(want[off]) != n:
-                break
-        else:
-            return n
-    words = np.ndarray((n,), _HDR_WORD, buffer=buf, offset=pos, strides=(size,))
-    same = (words & _TYPE_SIZE_MASK) == _U64.unpack(want)[0]
-    return n if same.all() else int(same.argmin())
+    stop = pos + n * size
+    run = n
+    for off in _TYPE_SIZE_BYTES:
+        column = buf[pos + off : stop : size]
+        column = column if isinstance(column, bytes) else bytes(column)
+        run = min(run, n - len(column.lstrip(want[off : off + 1])))
+    return max(run, 1)
+
+
+_MISC_LOW = 4 if sys.byteorder == "little" else 5  # the header byte holding the CPU mode
+_KERNEL_MODE = bytes(int(b & R.PERF_RECORD_MISC_CPUMODE_MASK == R.PERF_RECORD_MISC_KERNEL) for b in range(256))
+
+
+def _kernel_mode(buf: bytes | memoryview, pos: int, size: int, n: int) -> Iterator[int]:
+    """Indices of the kernel-mode samples among ``n`` records of ``size`` bytes from ``pos``."""
+    column = buf[pos + _MISC_LOW : pos + n * size : size]
+    flags = (column if isinstance(column, bytes) else bytes(column)).translate(_KERNEL_MODE)
+    i = flags.find(1)
+    while i >= 0:
+        yield i
+        i = flags.find(1, i + 1)
 
 
 @dataclass
@@ -81,6 +87,13 @@ class StreamStats:
     kernel_build_ids: bool = False
     raw_bytes: int = 0
     wakeups: int = 0
+    # the ip and callchain words of kernel-mode samples (profiler/record/kallsyms.py), collected
+    # when ``kernel_floor`` is set; kernel_code_addresses() are those from kernel_floor up to the
+    # callchain context markers
+    kernel_floor: int = 0
+    span: SampleSpan | None = None
+    kernel_addresses: set[int] = field(default_factory=set)
+    _kernel_words: list[bytes | memoryview] = field(default_factory=list, repr=False)
 
     @property
     def samples(self) -> int:
@@ -94,7 +107,7 @@ class StreamStats:
         """Walk the record headers of whole kernel records in ``buf``.
 
         Runs of SAMPLE records of one size (every sample without a callchain, and most of a
-        busy buffer) are counted with one numpy comparison over their headers instead of a
+        busy buffer) are counted with a few byte-column comparisons over their headers instead of a
         Python step per record: at 100 kHz a pass holds dozens to thousands of them."""
         counts = self.counts
         unpack = _HDR.unpack_from
@@ -108,9 +121,14 @@ class StreamStats:
                 if runs and pos + _MIN_RUN * size <= end and unpack(buf, pos + size)[::2] == (_SAMPLE, size):
                     run = _sample_run(buf, pos, size, end)
                     counts[_SAMPLE] = counts.get(_SAMPLE, 0) + run
+                    if self.kernel_floor:
+                        for i in _kernel_mode(buf, pos, size, run):
+                            self._kernel(buf, pos + i * size, size)
                     pos += run * size
                     runs = run >= _MIN_RUN
                     continue
+                if misc & R.PERF_RECORD_MISC_CPUMODE_MASK == R.PERF_RECORD_MISC_KERNEL and self.kernel_floor:
+                    self._kernel(buf, pos, size)
             elif rtype == R.PERF_RECORD_LOST:
                 lost = _U64.unpack_from(buf, pos + 16)[0]
                 self.lost_per_cpu[cpu] = self.lost_per_cpu.get(cpu, 0) + lost
@@ -122,6 +140,33 @@ class StreamStats:
             counts[rtype] = counts.get(rtype, 0) + 1
             pos += size
         self.raw_bytes += end
+        if self._kernel_words:  # one C-speed update per buffer, not one per sample
+            self.kernel_addresses.update(memoryview(b"".join(self._kernel_words)).cast("Q"))
+            self._kernel_words.clear()
+
+    def _kernel(self, buf: bytes | memoryview, pos: int, size: int) -> None:
+        """The ip and callchain words of a kernel-mode sample (the only records that hold
+        kernel code addresses: a user-mode sample's callchain has no kernel part). They are
+        kept unfiltered (code addresses and context markers: a bounded set, and no Python
+        step per word); :meth:`kernel_code_addresses` filters them once, at the end."""
+        span = self.span
+        if span is None:  # every word: times and counters too, so filter here
+            words = memoryview(buf)[pos + 8 : pos + size - size % 8].cast("Q")
+            floor = self.kernel_floor
+            self.kernel_addresses.update(w for w in words if floor <= w < R.PERF_CONTEXT_MAX)
+            return
+        chunks = self._kernel_words
+        ip, chain = span.ip, span.callchain
+        if 0 <= ip <= size - 8:
+            chunks.append(buf[pos + ip : pos + ip + 8])
+        if 0 <= chain <= size - 8:
+            start = pos + chain + 8
+            chunks.append(buf[start : min(start + 8 * _U64.unpack_from(buf, start - 8)[0], pos + size)])
+
+    def kernel_code_addresses(self) -> set[int]:
+        """The kernel addresses seen (:meth:`_kernel`), without user addresses and markers."""
+        floor = self.kernel_floor
+        return {a for a in self.kernel_addresses if floor <= a < R.PERF_CONTEXT_MAX}
 
     def _mmap2(self, buf: bytes | memoryview, pos: int, size: int, misc: int) -> None:
         if misc & R.PERF_RECORD_MISC_MMAP_DATA:

@@ -144,7 +144,8 @@ def idle_records(ident: int) -> Iterator[R.Record]:
 
 
 def kernel_text_address(kallsyms_text: str) -> int | None:
-    """``_text`` from /proc/kallsyms (None when missing or hidden as 0 by kptr_restrict)."""
+    """``_text`` from a /proc/kallsyms text (None when missing or hidden as 0 by kptr_restrict);
+    the recorder reads only the head of the file (profiler.record.kallsyms.read_head)."""
     for line in kallsyms_text.splitlines():
         parts = line.split()
         if len(parts) >= 3 and parts[2] in ("_text", "_stext"):
@@ -169,9 +170,9 @@ def parse_modules(modules_text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-def kernel_records(kallsyms_text: str, modules_text: str, ident: int) -> Iterator[R.Record]:
-    """The kernel map (to the end of the address space, pgoff = start, as perf does) and modules."""
-    text = kernel_text_address(kallsyms_text)
+def kernel_records(text: int | None, modules_text: str, ident: int) -> Iterator[R.Record]:
+    """The kernel map from ``text`` (``_text``; to the end of the address space, pgoff = start,
+    as perf does) and modules."""
     sid = _sid(KERNEL_PID, 0, ident)
     if text is not None:
         yield R.Mmap(KERNEL_PID, 0, text, (1 << 64) - text, text, KERNEL_MAP_NAME,

@@ -1,17 +1,7 @@
 """Where the reporter keeps derived data between runs (parsed kallsyms tables, debuginfod
-downloads). Cache trouble is never an error: callers fall back to doing the work again."""
+downloads): :func:`profiler.cache.cache_dir`, shared with the recorder. Cache trouble is never
+an error: callers fall back to doing the work again."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-
-def cache_dir() -> Path:
-    """Where parsed symbol tables are kept between runs: ``$PROFILER_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/profiler``, else ``~/.cache/profiler``."""
-    env = os.environ.get("PROFILER_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "profiler"
+from profiler.cache import cache_dir as cache_dir

@@ -304,13 +304,46 @@ def test_host_metadata(shares_capture: tuple[Path, Any]) -> None:
         kernel = reader.metadata("kernel")[0]
         vdso = reader.metadata("vdso")[0]
         kallsyms = reader.metadata("kallsyms")
+        kernel_symbols = [m for m in reader.metadata("symbols") if m["kind"] == "kernel"]
     assert header["arch"] == os.uname().machine and header["kernel_release"] == os.uname().release
     assert header["target"]["command"][-1] == "0.6"
     assert vdso["image"][:4] == b"\x7fELF"
     assert kernel["release"] == os.uname().release
     if Path("/sys/kernel/notes").exists():
         assert kernel["build_id"]
-    assert kallsyms and (" _text" in kallsyms[0]["text"] or kallsyms[0]["hidden"])
+    if kallsyms:  # only when kernel.kptr_restrict hid the addresses: no symbols then
+        assert kallsyms[0]["hidden"] and not kernel_symbols
+    else:  # the symbols that the kernel samples hit, packed at the end (none is fine)
+        assert len(kernel_symbols) == 1 and kernel_symbols[0]["coverage"] == "sampled"
+        assert kernel_symbols[0]["path"] == "[kernel.kallsyms]" and kernel_symbols[0]["build_id"] == kernel["build_id"]
+
+
+def test_kernel_symbols_of_every_sampled_kernel_address(workloads: Path, tmp_path: Path,
+                                                       profiler_cmd: list[str]) -> None:
+    """The recorder packs the kernel symbols that cover the kernel addresses its samples hold:
+    each such address is named as the whole of this machine's /proc/kallsyms names it."""
+    from profiler.report.symbols.kallsyms import KernelSymbols, load_kallsyms
+
+    full = load_kallsyms("/proc/kallsyms")
+    if full.all_zero or not len(full.kernel):
+        pytest.skip("kernel addresses are hidden here (kernel.kptr_restrict)")
+    out = tmp_path / "kernel.prof"
+    result = run_record(profiler_cmd, "-g", "-F", "2000", "-o", str(out), "--", str(workloads / "syscalls"), "0.3")
+    assert result.returncode == 0, result.stderr
+    with CaptureReader.open(out) as reader:
+        entries = [m for m in reader.metadata("symbols") if m["kind"] == "kernel"]
+        if reader.header["events"][0]["attr"]["exclude_kernel"]:
+            pytest.skip("kernel.perf_event_paranoid allows user space only")
+        addresses = set()
+        for s in samples(list(reader.iter_records())):
+            if s.misc & R.PERF_RECORD_MISC_CPUMODE_MASK == R.PERF_RECORD_MISC_KERNEL:
+                addresses.update(a for a in [s.ip, *(s.callchain or ())] if (1 << 63) <= a < R.PERF_CONTEXT_MAX)
+    assert addresses, "the syscalls workload spends most of its time in the kernel"
+    assert len(entries) == 1 and entries[0]["coverage"] == "sampled"
+    packed = KernelSymbols.from_packed(entries[0]["kallsyms"])
+    assert 0 < entries[0]["count"] <= len(addresses)
+    assert {a: packed.lookup(a) for a in addresses} == {a: full.lookup(a) for a in addresses}
+    assert any(packed.lookup(a) is not None for a in addresses)
 
 
 # --- losing, stopping, crashing ----------------------------------------------------------------
@@ -386,7 +419,7 @@ def shares_then_exit(workloads: Path, seconds: str, code: int, marker: Path) -> 
 def test_full_disk_keeps_the_capture_and_the_command(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
     """The disk fills up while the command runs: it is left to finish and its status is ours."""
     marker = tmp_path / "ran"
-    with small_tmpfs(tmp_path, "7m") as mnt:
+    with small_tmpfs(tmp_path, "4m") as mnt:  # 20 kHz for 1.5 s on 2 CPUs writes about 7 MB
         out = mnt / "full.prof"
         result = run_record(profiler_cmd, "-F", "20000", "-g", "-o", str(out), "--",
                             *shares_then_exit(workloads, "1.5", 5, marker))
@@ -398,9 +431,10 @@ def test_full_disk_keeps_the_capture_and_the_command(workloads: Path, tmp_path: 
 
 
 def test_disk_full_before_the_command_starts(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
-    """512 KiB cannot hold the host facts: one sentence, exit 1, the command never runs, no hang."""
+    """4 KiB cannot hold the header and host facts (about 5 KiB: the vdso image is 3.5 KiB of
+    it): one sentence, exit 1, the command never runs, no hang."""
     marker = tmp_path / "ran"
-    with small_tmpfs(tmp_path, "512k") as mnt:
+    with small_tmpfs(tmp_path, "4k") as mnt:
         result = run_record(profiler_cmd, "-o", str(mnt / "x.prof"), "--",
                             *shares_then_exit(workloads, "0.1", 0, marker), timeout=30)
         assert result.returncode == 1
@@ -414,7 +448,7 @@ def fsize_limit(limit: int) -> Callable[[], None]:
     return apply
 
 
-@pytest.mark.parametrize(("limit", "code"), [(64 << 10, 1), (3 << 20, 6)], ids=["before-start", "while-running"])
+@pytest.mark.parametrize(("limit", "code"), [(4 << 10, 1), (3 << 20, 6)], ids=["before-start", "while-running"])
 def test_file_size_limit(workloads: Path, tmp_path: Path, profiler_cmd: list[str], limit: int, code: int) -> None:
     """RLIMIT_FSIZE (no root needed) takes the same paths as a full disk."""
     marker = tmp_path / "ran"

@@ -114,7 +114,8 @@ def test_synthesized_records_decode_like_kernel_ones(fake_proc: Path) -> None:
     layout, attr = layout_and_attr()
     kallsyms = "ffffffff81000000 T _stext\nffffffff81000000 T _text\n"
     modules = "nf_tables 286720 0 - Live 0xffffffffc0a00000\nzero 4096 0 - Live 0x0000000000000000\n"
-    recs = [*synth.kernel_records(kallsyms, modules, 9), *synth.process_records(100, 9, proc=fake_proc)]
+    text = synth.kernel_text_address(kallsyms)
+    recs = [*synth.kernel_records(text, modules, 9), *synth.process_records(100, 9, proc=fake_proc)]
     data = synth.encode_all(recs, layout)
     table = EventTable.from_header({"byte_order": sys.byteorder, "events": [{"name": "e", "attr": attr, "ids": [9]}]})
     decoded = list(table.decode_stream(data))
