@@ -80,7 +80,7 @@ def test_the_run_fast_path_counts_what_a_plain_walk_counts(seed: int) -> None:
 
 @pytest.mark.parametrize("n", [8, 9, 255, 256, 257, 3000])
 def test_a_run_of_samples_ending_in_another_record(n: int) -> None:
-    """Both checks (byte columns for short runs, numpy for long ones) stop at the first record
+    """The byte-column check stops at the first record
     that is not a sample of the run's size, however the misc bits vary within the run."""
     samples = b"".join(rec(R.PERF_RECORD_SAMPLE, 48, misc=i % 3) for i in range(n))
     for tail in (lost(7), rec(R.PERF_RECORD_SAMPLE, 56), rec(R.PERF_RECORD_SAMPLE + 256, 48)):

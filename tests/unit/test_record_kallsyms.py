@@ -165,6 +165,28 @@ def test_kernel_addresses_of_kernel_mode_samples_only() -> None:
     assert not stats.kernel_addresses and not stats.kernel_code_addresses()
 
 
+@pytest.mark.skipif(sys.byteorder != "little", reason="records built in this machine's order")
+@pytest.mark.parametrize("n", [8, 40, 300])
+def test_kernel_samples_inside_a_run_of_same_size_samples_are_collected(n: int) -> None:
+    """The drain's header walk counts runs of same-size samples without a step per record
+    (session._sample_run): the kernel-mode ones among them still give their addresses."""
+    st = R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PERF_SAMPLE_CPU | R.PERF_SAMPLE_PERIOD
+    stats = StreamStats(kernel_floor=K.kernel_floor())
+    stats.span = K.SampleSpan.of([R.SampleLayout(st)])
+    expected = set()
+    data = b""
+    for i in range(n):
+        if i % 7 == 3:
+            ip = 0xFFFFFFFF81000000 + 16 * i
+            expected.add(ip)
+            data += sample(R.PERF_RECORD_MISC_KERNEL, ip, [], st)
+        else:
+            data += sample(R.PERF_RECORD_MISC_USER, 0x401000 + i, [], st)
+    stats.scan(0, data)
+    assert stats.samples == n
+    assert stats.kernel_code_addresses() == expected
+
+
 def test_span_of_disagreeing_or_variable_layouts() -> None:
     base = R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_CALLCHAIN
     assert K.SampleSpan.of([R.SampleLayout(base), R.SampleLayout(base | R.PERF_SAMPLE_IDENTIFIER)]) is None
