@@ -133,7 +133,7 @@ def test_self_samples_per_symbol_equal_perf_report(name: str, recordings: dict[s
     if name == "two-events":
         assert len(theirs) == 2
     for event, expected in theirs.items():
-        ours = _unnamed_plt(_plt(our_counts(profiler_cmd, recordings[name], event)), _plt(expected))
+        ours = _plt(our_counts(profiler_cmd, recordings[name], event))
         expected = _plt(expected)
         assert sum(expected.values()) > 0
         assert ours == expected, (event, {k: (expected.get(k), ours.get(k)) for k in set(ours) ^ set(expected)
@@ -163,22 +163,6 @@ def _plt(counts: dict[tuple[str, str, str], float]) -> dict[tuple[str, str, str]
     for (comm, dso, sym), value in counts.items():
         key = (comm, dso, "@plt" if sym.endswith("@plt") else sym)
         out[key] = out.get(key, 0) + value
-    return out
-
-
-def _unnamed_plt(ours: dict[tuple[str, str, str], float],
-                 theirs: dict[tuple[str, str, str], float]) -> dict[tuple[str, str, str], float]:
-    """Known difference, not yet explained: a page fault on libc's ``__tunable_get_val@plt``
-    taken while ld.so starts the program is perf's bare ``@plt`` and our unresolved address
-    (``0x262c0``); the same entry later in the run resolves. Such a row of ours (same DSO,
-    same count as perf's missing ``@plt`` row) is counted as that row."""
-    out = dict(ours)
-    for (comm, dso, sym), value in theirs.items():
-        if sym != "@plt" or (comm, dso, sym) in out:
-            continue
-        for key in [k for k in out if k[:2] == (comm, dso) and k[2].startswith("0x") and out[k] == value]:
-            out[(comm, dso, sym)] = out.pop(key)
-            break
     return out
 
 

@@ -103,6 +103,22 @@ def test_debug_dir_by_build_id_with_and_without_the_runtime_file(fixtures_dir: P
     assert names_at(syms.layout, syms.table, reference, wanted) == wanted
 
 
+def test_a_debug_file_from_the_debug_dir_keeps_the_runtime_files_plt_names(fixtures_dir: Path) -> None:
+    """The debug file's .plt holds no bytes: with the runtime file present, its stubs are
+    still ``name@plt`` (a libc page fault on ``__tunable_get_val@plt`` came out unnamed)."""
+    from test_elf_debug import objdump_plt
+
+    stripped = ElfFile(fixtures_dir / "elf" / "prog_bid_stripped")
+    plt = objdump_plt(stripped.path)
+    assert plt
+    syms, label = SymbolSources(None, debug_dirs=[str(fixtures_dir / "elf" / "debug")]).for_dso(
+        str(stripped.path), stripped.build_id)
+    assert label == DEBUG_DIR and syms.ok
+    assert [syms.table.lookup(a) for a in plt.values()] == [(name, 0) for name in plt]  # objdump: addresses
+    main = ElfFile(fixtures_dir / "elf" / "prog_bid").symbol_table()
+    assert any(syms.table.lookup(int(main.starts[i])) == (main.name(i), 0) for i in range(len(main)))
+
+
 def test_rebuilt_layout_keeps_real_segments() -> None:
     real = ElfLayout("ab", "ET_DYN", "EM_X86_64", (LoadSegment(0x1000, 0x1000, 0x200, 0x200, 5),))
     assert rebuilt_layout(real) is real

@@ -66,7 +66,7 @@ from profiler.report.symbols.dso import (
     load_dso_symbols,
     normalize_build_id,
 )
-from profiler.report.symbols.table import SymbolTable
+from profiler.report.symbols.table import SymbolCandidates, SymbolTable
 
 PACKED, SYMFS, DEBUG_DIR, LOCAL, MISMATCH, MISSING = "packed", "symfs", "debug-dir", "local", "mismatch", "missing"
 KALLSYMS_FILE = "kallsyms-file"
@@ -301,6 +301,7 @@ class SymbolSources:
         without it they are rebuilt as GNU ld lays files out (see :func:`rebuilt_layout`).
         """
         layout = None
+        table = debug.table
         for candidate in self._runtime_paths(path):
             try:
                 elf = ElfFile(candidate)
@@ -308,10 +309,11 @@ class SymbolSources:
                 continue
             if build_ids_match(elf.build_id, bid):
                 layout = elf.layout
+                table = _with_plt(table, elf)
                 break
         if layout is None and debug.layout is not None:
             layout = rebuilt_layout(debug.layout)
-        return DsoSymbols(Path(path), debug.status, debug.message, debug.table, layout, debug.path, debug.source)
+        return DsoSymbols(Path(path), debug.status, debug.message, table, layout, debug.path, debug.source)
 
     def _runtime_paths(self, path: str) -> list[Path]:
         if not path.startswith("/"):
@@ -563,3 +565,19 @@ __all__ = [
     "VDSO",
     "packed_key",
 ]
+
+
+def _with_plt(table: SymbolTable, runtime: ElfFile) -> SymbolTable:
+    """A debug file's table with the runtime file's ``name@plt`` entries: the debug file's
+    ``.plt`` holds no bytes (``--only-keep-debug``), so its stubs are named from the runtime
+    file, as when the runtime file itself finds its debug file."""
+    try:
+        plt = runtime.plt_candidates()
+    except ElfError:
+        return table
+    if not len(plt):
+        return table
+    n = len(table)
+    own = SymbolCandidates.from_names(table.starts.tolist(), (table.ends - table.starts).tolist(),
+                                      [table.raw_name(i) for i in range(n)])
+    return SymbolTable.build(SymbolCandidates.concat([own, plt]))
