@@ -809,6 +809,8 @@ class _FrameWalk:
         if not result.clean_end and not result.warnings:
             result.warnings.append("the capture has no trailer (recording did not finish cleanly); "
                                    "every complete frame was read.")
+        if self.release is not None and self.pos > self.released:  # the last few MB checksummed
+            self.release(self.released, min(self.pos, self.end) - self.released)
         return result
 
     def accept(self, frame: Frame) -> None:

@@ -57,7 +57,7 @@ from profiler.report.replay import ReplayState, name_unknown, place_samples, rep
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 
-FOLD_CHUNK_BYTES = 4 << 20  # record bytes decoded at once by one process: their pages and columns
+FOLD_CHUNK_BYTES = 2 << 20  # record bytes decoded at once by one process: their pages and columns
 MAX_JOBS = 4
 T = TypeVar("T")
 
