@@ -190,6 +190,8 @@ def test_foreign_files(tmp_path: Path, content: bytes, expect: str) -> None:
 
 
 def test_a_damaged_perf_data_file_is_named(tmp_path: Path) -> None:
+    import profiler.format.perfdata  # noqa: F401  registers the reader, as the commands that read captures do
+
     path = tmp_path / "x"
     path.write_bytes(b"PERFILE2" + b"\0" * 200)  # perf.data files open as captures (profiler.format.perfdata)
     with pytest.raises(FormatError, match="damaged perf.data file"):
