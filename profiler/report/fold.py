@@ -380,14 +380,7 @@ def _fold_chunk(plan: _Plan, index: int) -> _ChunkResult:
     del chunk
     recorded = np.bincount(s.event, minlength=len(decoder.events.events)).astype(np.int64)
     first_time = int(s.time.min()) if len(s) else -1
-    keep = np.ones(len(s), dtype=bool)
-    if plan.cpus:
-        keep &= np.isin(s.cpu, np.asarray(plan.cpus, dtype=np.int64))
-    if plan.time_ranges:
-        in_range = np.zeros(len(s), dtype=bool)
-        for lo, hi in plan.time_ranges:
-            in_range |= (s.time >= np.uint64(lo)) & (s.time <= np.uint64(hi))
-        keep &= in_range
+    keep = kept_samples(plan, s)
     if not keep.all():
         s = s.take(keep)
     positions = _positions(plan.other_time, plan.other_seq, s.time, s.seq)
@@ -413,6 +406,20 @@ def _fold_chunk(plan: _Plan, index: int) -> _ChunkResult:
         table = ChainTable(np.concatenate([[0], start]).astype(np.int64), table.words)
         rows.chain_id = rows.chain_id + 1
     return _ChunkResult(rows, table, recorded, damaged, s.has, first_time)
+
+
+def kept_samples(plan: _Plan, s: SampleColumns) -> npt.NDArray[np.bool_]:
+    """The samples ``--cpu`` and ``--time`` keep (they drop samples; the other filters select
+    rows, see ``load.folded_profile``)."""
+    keep = np.ones(len(s), dtype=bool)
+    if plan.cpus:
+        keep &= np.isin(s.cpu, np.asarray(plan.cpus, dtype=np.int64))
+    if plan.time_ranges:
+        in_range = np.zeros(len(s), dtype=bool)
+        for lo, hi in plan.time_ranges:
+            in_range |= (s.time >= np.uint64(lo)) & (s.time <= np.uint64(hi))
+        keep &= in_range
+    return keep
 
 
 def _positions(other_time: U64, other_seq: I64, time: U64, seq: I64) -> I64:

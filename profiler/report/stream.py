@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format.bulk import ChainTable, SampleColumns, _ChainStore
-from profiler.report.fold import Prepared, _positions, _time_word, prepare
+from profiler.report.fold import Prepared, _positions, _time_word, kept_samples, prepare
 from profiler.report.groupread import reads_group
 from profiler.report.load import (
     OpenedCapture,
@@ -151,14 +151,7 @@ def _windows(options: LoadOptions, capture: OpenedCapture, events: list[int], pr
         damaged += bad
         for e, n in zip(*np.unique(s.event, return_counts=True)):
             totals.recorded[int(e)] = totals.recorded.get(int(e), 0) + int(n)
-        keep = np.isin(s.event, wanted)
-        if f.cpus:
-            keep &= np.isin(s.cpu, np.asarray(f.cpus, dtype=np.int64))
-        if plan.time_ranges:
-            in_range = np.zeros(len(s), dtype=bool)
-            for lo, hi in plan.time_ranges:
-                in_range |= (s.time >= np.uint64(lo)) & (s.time <= np.uint64(hi))
-            keep &= in_range
+        keep = np.isin(s.event, wanted) & kept_samples(plan, s)
         if f.pids:
             keep &= np.isin(s.pid, np.asarray(f.pids, dtype=np.int64))
         if f.tids:
