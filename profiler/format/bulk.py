@@ -435,6 +435,7 @@ def _walk_record_offsets(sizes16: memoryview, end: int, limit: int = -1) -> tupl
 
 
 WALK_BYTES_PER_RECORD = 256  # frames whose records average at least this walk them one by one
+PROBE_RECORDS = 8  # records walked to tell a frame of big records from one of small ones
 
 
 class _Views:
@@ -466,11 +467,15 @@ class _Views:
         end = len(frame.payload)
         if end % 8 == 0 and self.native and end >= 64 * WALK_BYTES_PER_RECORD:
             # Big records (DWARF samples: kilobytes of stack each): following the sizes visits
-            # a few records, where the candidate scan below reads every word of the frame.
-            offs, stop = _walk_record_offsets(memoryview(frame.payload).cast("B").cast("H"), end,
-                                              end // WALK_BYTES_PER_RECORD)
-            if stop == end:
-                return np.asarray(offs, dtype=np.int64) + start
+            # a few records, where the candidate scan below reads every word of the frame. The
+            # first few records tell which kind of frame this is, so a frame of small records
+            # does not walk a share of its records for nothing.
+            sizes16 = memoryview(frame.payload).cast("B").cast("H")
+            _, probe = _walk_record_offsets(sizes16, end, PROBE_RECORDS)
+            if probe == end or probe >= PROBE_RECORDS * WALK_BYTES_PER_RECORD:
+                offs, stop = _walk_record_offsets(sizes16, end, end // WALK_BYTES_PER_RECORD)
+                if stop == end:
+                    return np.asarray(offs, dtype=np.int64) + start
         first, nwords = start >> 3, end >> 3
         sizes = self.w16[(first * 4 + 3):((first + nwords) * 4):4]  # a strided view, no copy
         cand = np.flatnonzero((sizes >= 8) & ((sizes & 7) == 0))

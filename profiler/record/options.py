@@ -39,6 +39,7 @@ class RecordOptions:
     data_mmaps: bool = False
     inherit: bool = True
     buildid_mmap: bool = False  # ask the kernel for build-ids in MMAP2 records (attr.build_id)
+    compress: bool = True  # RAW_ZSTD frames (format 2.0); --no-compress: RAW frames (1.1)
     cmdline: tuple[str, ...] = ()
 
     def validate(self) -> None:
@@ -64,6 +65,8 @@ class RecordOptions:
             _check_max_stack(self.callchain_max_stack)
         if self.dwarf_stack_size is not None:
             check_dwarf_stack_size(self.dwarf_stack_size)
+            if not self.compress:
+                raise UsageError("--call-graph dwarf captures are always compressed: leave out --no-compress.")
         if self.cpus is not None and not self.cpus:
             raise UsageError("-C needs at least one CPU.")
 

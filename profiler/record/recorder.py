@@ -472,13 +472,13 @@ class Recorder:
 
     def _record(self, specs: list[Member], cpus: list[int]) -> RecordResult:
         self._open_events(specs, cpus)
-        version = VERSION_PLAIN
+        version = VERSION_ZSTD if self.opts.compress else VERSION_PLAIN
+        self.session.compress = self.opts.compress
         if self.opts.dwarf_stack_size is not None:
             from profiler.format.compact import compact_stacks  # numpy: only --call-graph dwarf needs it
 
             layout, _ = self._layout()
             self.session.compact = partial(compact_stacks, layout=layout)
-            version = VERSION_ZSTD
         error: ProfilerError | None = None
         started = time.monotonic()
         # The handlers are in place before the capture file exists, as perf installs its own

@@ -204,7 +204,9 @@ class Session:
         self.notices: list[str] = []
         self._poller = select.poll()
         self._live: set[int] = set()
-        # --call-graph dwarf: records are compacted and written as RAW_ZSTD frames
+        # RAW_ZSTD frames (the default) or RAW ones (--no-compress); --call-graph dwarf's
+        # records are compacted first (always compressed)
+        self.compress = False
         self.compact: Callable[[bytes], bytes] | None = None
 
     # opening -------------------------------------------------------------------------------
@@ -308,7 +310,7 @@ class Session:
                 raws.append((cpu, data if compact is None else compact(data)))
                 copied += len(data)
         if raws:
-            writer.write_pass(raws, compressed=compact is not None)
+            writer.write_pass(raws, compressed=self.compress)
         return copied
 
     def close(self) -> None:

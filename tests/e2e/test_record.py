@@ -22,7 +22,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from profiler.format import records as R
-from profiler.format.container import CaptureReader
+from profiler.format.container import FRAME_RAW, CaptureReader
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("require_perf")]
 
@@ -143,6 +143,27 @@ def test_command_samples_comm_exec_and_mmap2_with_build_id(shares_capture: tuple
     assert (mine["maj"], mine["min"], mine["ino"]) == (maps[0].maj, maps[0].min, maps[0].ino)
     assert any("libc" in p for p in by_path), "build-ids of every mapped ELF, libc included"
     assert "Captured and wrote" in result.stderr and str(path) in result.stderr
+
+
+def test_ring_data_is_compressed_unless_no_compress(shares_capture: tuple[Path, Any], workloads: Path,
+                                                    tmp_path: Path, profiler_cmd: list[str]) -> None:
+    """Ring-buffer data goes into zstd frames (format 2.0) by default; ``--no-compress`` writes
+    it as the kernel wrote it (1.1). Both read back to the same kind of records."""
+    plain = tmp_path / "plain.prof"
+    result = run_record(profiler_cmd, "-g", "--no-compress", "-o", str(plain), "--",
+                        str(workloads / "shares"), "0.6")
+    assert result.returncode == 0, result.stderr
+    per_sample = {}
+    for path, version, compressed in ((shares_capture[0], (2, 0), True), (plain, (1, 1), False)):
+        with CaptureReader.open(path) as reader:
+            assert reader.version == version
+            raws = [f for f in reader.iter_frames() if f.kind == FRAME_RAW]
+            assert raws
+            assert all((f.seq in reader.inflated.seqs) == compressed for f in raws)
+            n = int(reader.trailer["samples"])
+        assert len(samples(records(path))) == n > 1000
+        per_sample[compressed] = path.stat().st_size / n
+    assert per_sample[True] * 4 < per_sample[False], per_sample
 
 
 def test_buildid_mmap_is_an_opt_in(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
@@ -506,6 +527,7 @@ def one_sentence_error(result: subprocess.CompletedProcess[str]) -> str:
         (["-p", "999999999"], "does not exist", 1),
         (["-F", "100", "-c", "100", "--", "true"], "cannot be used together", 2),
         (["-a", "-p", "1"], "cannot be combined", 2),
+        (["--call-graph", "dwarf", "--no-compress", "--", "true"], "always compressed", 2),
         (["--", "no-such-command-here"], "command not found", 127),
         (["-o", "/nonexistent-dir/x.prof", "--", "true"], "cannot write the capture", 1),
     ],
