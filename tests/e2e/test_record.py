@@ -440,9 +440,9 @@ def shares_then_exit(workloads: Path, seconds: str, code: int, marker: Path) -> 
 def test_full_disk_keeps_the_capture_and_the_command(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
     """The disk fills up while the command runs: it is left to finish and its status is ours."""
     marker = tmp_path / "ran"
-    with small_tmpfs(tmp_path, "4m") as mnt:  # 20 kHz for 1.5 s on 2 CPUs writes about 7 MB
+    with small_tmpfs(tmp_path, "4m") as mnt:  # 20 kHz for 1.5 s on 2 CPUs writes about 7 MB uncompressed
         out = mnt / "full.prof"
-        result = run_record(profiler_cmd, "-F", "20000", "-g", "-o", str(out), "--",
+        result = run_record(profiler_cmd, "-F", "20000", "-g", "--no-compress", "-o", str(out), "--",
                             *shares_then_exit(workloads, "1.5", 5, marker))
         assert result.returncode == 5, result.stderr
         assert "disk is full" in result.stderr and "Traceback" not in result.stderr
@@ -469,9 +469,10 @@ def fsize_limit(limit: int) -> Callable[[], None]:
     return apply
 
 
-@pytest.mark.parametrize(("limit", "code"), [(4 << 10, 1), (3 << 20, 6)], ids=["before-start", "while-running"])
+@pytest.mark.parametrize(("limit", "code"), [(4 << 10, 1), (96 << 10, 6)], ids=["before-start", "while-running"])
 def test_file_size_limit(workloads: Path, tmp_path: Path, profiler_cmd: list[str], limit: int, code: int) -> None:
-    """RLIMIT_FSIZE (no root needed) takes the same paths as a full disk."""
+    """RLIMIT_FSIZE (no root needed) takes the same paths as a full disk; here with compressed
+    frames (20 kHz for 1 s on 2 CPUs writes about 300 KB of them)."""
     marker = tmp_path / "ran"
     out = tmp_path / "limited.prof"
     result = run_record(profiler_cmd, "-F", "20000", "-g", "-o", str(out), "--",
