@@ -48,6 +48,7 @@ from profiler.format.bulk import (
     ranges,
     sample_word,
 )
+from profiler.errors import ProfilerError
 from profiler.format import records as R
 from profiler.format.container import CaptureReader, Frame
 from profiler.report.groupby import row_ids
@@ -299,19 +300,29 @@ def _call_task(index: int) -> Any:
 
 def _map(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
     """``task(0)``, ``task(1)``, ... in order: in this process, or in ``jobs`` worker processes
-    forked now (they inherit everything ``task`` needs; only indices and results are sent)."""
+    forked now (they inherit everything ``task`` needs; only indices and results are sent).
+
+    A worker that dies (killed, out of memory) ends the report with one sentence: the pool
+    notices the death and fails every pending result, where ``multiprocessing.Pool`` would
+    wait forever for the lost one."""
     global _TASK
     if jobs <= 1:
         for k in range(count):
             yield task(k)
         return
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     _TASK = task
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
     try:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            yield from pool.imap(_call_task, range(count))
+        yield from pool.map(_call_task, range(count))
+    except BrokenProcessPool:
+        raise ProfilerError("a worker process reading the capture died (killed, or out of memory?); "
+                            "PROFILER_JOBS=1 reads it in one process.") from None
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # a result not taken: the rest are not started
         _TASK = None
 
 

@@ -5,6 +5,7 @@ and on the recorded fixture captures."""
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -208,3 +209,31 @@ def test_recorded_fixtures_script_the_same_streamed(name: str, capsys: pytest.Ca
     monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 4096)
     for argv in [(), ("-F", "comm,pid,tid,cpu,time,period,event,ip,sym,dso")]:
         assert script(capsys, monkeypatch, False, "-i", path, *argv) == script(capsys, monkeypatch, True, "-i", path, *argv)
+
+
+def test_a_worker_that_dies_ends_the_report_with_one_sentence(tmp_path: Path) -> None:
+    """A worker killed mid-report (the OOM killer, kill -9) must not leave the report waiting
+    for its result forever: one sentence, a non-zero exit, well within the timeout."""
+    import subprocess
+    import sys
+
+    path = random_capture(tmp_path / "r.prof", 5)
+    script = (
+        "import os, signal, sys\n"
+        "from profiler.report import fold\n"
+        "fold.FOLD_CHUNK_BYTES = 512\n"
+        "parent, chunk = os.getpid(), fold._fold_chunk\n"
+        "def dying(plan, index):\n"
+        "    if index == 3 and os.getpid() != parent:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return chunk(plan, index)\n"
+        "fold._fold_chunk = dying\n"
+        "from profiler.cli import main\n"
+        f"main(['report', '-i', {str(path)!r}])\n"
+    )
+    env = {**os.environ, "PROFILER_JOBS": "2", "PROFILER_CACHE_DIR": str(tmp_path / "cache")}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "worker process" in lines[0] and "died" in lines[0], result.stderr
