@@ -132,7 +132,8 @@ def options_from_cli(
                    "they are read from the mapped files, which leaves other tools' records intact.")
 @click.option("--no-compress", is_flag=True,
               help="Write the ring-buffer data as the kernel wrote it (format 1.1, as perf without -z) "
-                   "instead of zstd-compressed (about 15x smaller with -g).")
+                   "instead of zstd-compressed (about 15x smaller with -g; buffers of -m 16 pages or "
+                   "less are never compressed).")
 @click.option("--archive", "archive", is_flag=True,
               help="When recording ends, pack the sampled DSOs' symbols into the capture (as 'profiler archive').")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)

@@ -204,8 +204,8 @@ class Session:
         self.notices: list[str] = []
         self._poller = select.poll()
         self._live: set[int] = set()
-        # RAW_ZSTD frames (the default) or RAW ones (--no-compress); --call-graph dwarf's
-        # records are compacted first (always compressed)
+        # RAW_ZSTD frames (the default) or RAW ones (--no-compress, small buffers); --call-graph
+        # dwarf's records are compacted first (always compressed)
         self.compress = False
         self.compact: Callable[[bytes], bytes] | None = None
 
