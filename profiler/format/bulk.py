@@ -25,7 +25,10 @@ sorted by time — every ``PERF_SAMPLE_*`` field, walked in the order of
 ``records.SAMPLE_FIELDS`` (the one table of the SAMPLE layout):
 
 * ``ip``, ``pid``, ``tid``, ``time``, ``cpu``, ``period`` (1 without PERIOD), ``misc``, ``event``
-  (index in the capture's ``EventTable``): numpy columns.
+  (index in the capture's ``EventTable``): numpy columns. ``cpu`` is the sample's CPU field, or
+  without one (format 3.0: events opened per CPU) the ``cpu`` of the frame that holds it; -1
+  when neither names a CPU (perf.data recorded without CPU; a frame of no CPU), and then
+  ``has`` lacks ``cpu`` unless another sample has one (:func:`frame_cpus`).
 * ``chain_id`` and ``chains``: CALLCHAIN, deduplicated (see above). :func:`split_callchains`
   turns chains into (owner, address, context) with the markers dropped — the one place that
   reads ``PERF_CONTEXT_*`` markers; a guest's and the hypervisor's addresses keep their own
@@ -64,7 +67,15 @@ import numpy.typing as npt
 
 from profiler.errors import FormatError
 from profiler.format import records as R
-from profiler.format.container import FRAME_HEADER_SIZE, FRAME_RAW, FRAME_SYNTH, CaptureReader, Frame
+from profiler.format.container import (
+    FRAME_HEADER_SIZE,
+    FRAME_RAW,
+    FRAME_SYNTH,
+    NO_CPU,
+    VERSION_FRAME_CPU,
+    CaptureReader,
+    Frame,
+)
 from profiler.format.events import Event, EventTable
 
 U64 = npt.NDArray[np.uint64]
@@ -752,10 +763,12 @@ class _SampleBuilder:
     columns plus one chunk's temporaries (READ's counters, whose number is only known while
     decoding, are the exception)."""
 
-    def __init__(self, events: EventTable, n: int, callchains: bool = True, lean: bool = False) -> None:
+    def __init__(self, events: EventTable, n: int, callchains: bool = True, lean: bool = False,
+                 cpu_limit: int = NO_CPU) -> None:
         """``lean``: only the core columns and the callchains (no ``extra`` words, no READ,
-        RAW, registers or stack copies)."""
+        RAW, registers or stack copies). ``cpu_limit``: frame CPUs from it up name no CPU."""
         self.events = events
+        self.cpu_limit = min(cpu_limit, NO_CPU)
         self.callchains = callchains
         self.cols: dict[str, npt.NDArray[Any]] = {k: np.empty(n, dtype=t) for k, t in _DTYPES.items()}
         self.filled = 0
@@ -796,11 +809,12 @@ class _SampleBuilder:
             return StackColumns(i64(), i64(), u64())
         return BytesColumns(i64(), i64())  # RAW, AUX
 
-    def add(self, views: _Views, offs: I64, sizes: I64, seq: I64) -> None:
+    def add(self, views: _Views, offs: I64, sizes: I64, seq: I64, cpus: I64) -> None:
+        """Samples at file offsets ``offs``; ``cpus``: the ``cpu`` of each one's frame."""
         events = self.events
         at = _id_word(events)
         if at is None:
-            self._add_group(views, events.default, offs, sizes, seq)
+            self._add_group(views, events.default, offs, sizes, seq, cpus)
             return
         ident = views.w64[(offs >> 3) + at] if len(offs) else np.zeros(0, dtype=np.uint64)
         event_of = np.zeros(len(offs), dtype=np.int64)
@@ -810,9 +824,9 @@ class _SampleBuilder:
         for ev in events.events:
             idx = np.flatnonzero(event_of == ev.index)
             if len(idx):
-                self._add_group(views, ev, offs[idx], sizes[idx], seq[idx])
+                self._add_group(views, ev, offs[idx], sizes[idx], seq[idx], cpus[idx])
 
-    def _add_group(self, views: _Views, ev: Event, offs: I64, sizes: I64, seq: I64) -> None:
+    def _add_group(self, views: _Views, ev: Event, offs: I64, sizes: I64, seq: I64, cpus: I64) -> None:
         layout = ev.layout
         base = offs >> 3
         walk = _Walk(views, layout, base, base + (sizes >> 3))
@@ -830,8 +844,16 @@ class _SampleBuilder:
         c["event"][at] = ev.index
         for name, default in (("ip", 0), ("time", 0), ("period", 1)):
             c[name][at] = walk.word(name, keep) if name in walk.at else default
-        for name, col, second in (("tid", "pid", False), ("tid", "tid", True), ("cpu", "cpu", False)):
+        for name, col, second in (("tid", "pid", False), ("tid", "tid", True)):
             c[col][at] = walk.half(name, keep, second) if name in walk.at else 0
+        if "cpu" in walk.at:
+            c["cpu"][at] = walk.half("cpu", keep, False)
+        else:  # format 3.0: the ring buffer's CPU, from the frame; -1 when it names none
+            frame_cpu = cpus[keep]
+            known = frame_cpu < self.cpu_limit
+            c["cpu"][at] = np.where(known, frame_cpu, -1)
+            if known.any():
+                self.has.add("cpu")
         c["misc"][at] = views.w16[(offs[keep] >> 1) + 2]
         c["seq"][at] = seq[keep]
         c["offset"][at] = offs[keep]
@@ -963,11 +985,13 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
         parts = [views.record_offsets(frame, warnings) for frame in chunk]
         offsets = np.concatenate(parts)
         cpus = np.repeat(np.asarray([f.cpu for f in chunk], dtype=np.int64), [len(p) for p in parts])
-        n_samples += int(np.count_nonzero(views.w32[offsets >> 2] == R.PERF_RECORD_SAMPLE))
+        is_sample = views.w32[offsets >> 2] == R.PERF_RECORD_SAMPLE
+        n_samples += int(np.count_nonzero(is_sample))
+        check_frame_cpus(reader, events, cpus[is_sample], warnings)
         chunks.append((chunk, offsets, cpus))
         _release(reader, chunk)
     # Pass 2: decode.
-    builder = _SampleBuilder(events, n_samples, callchains)
+    builder = _SampleBuilder(events, n_samples, callchains, cpu_limit=cpu_limit(header))
     others: list[OtherRecord] = []
     failed = 0
     next_seq = 0
@@ -978,7 +1002,7 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
         next_seq += len(offsets)
         count_types(types, counts)
         is_sample = types == R.PERF_RECORD_SAMPLE
-        builder.add(views, offsets[is_sample], sizes[is_sample], seq[is_sample])
+        builder.add(views, offsets[is_sample], sizes[is_sample], seq[is_sample], cpus[is_sample])
         failed += _decode_others(views, events, offsets, sizes, types, cpus, seq,
                                  np.flatnonzero(~is_sample), others)
         _release(reader, chunk)
@@ -1033,14 +1057,17 @@ class ChunkDecoder:
         cpus = np.repeat(np.asarray([f.cpu for f in frames], dtype=np.int64), [len(p) for p in parts])
         types = self.views.w32[offsets >> 2].astype(np.int64)
         sizes = self.views.w16[(offsets >> 1) + 3].astype(np.int64)
+        check_frame_cpus(self.reader, self.events, cpus[types == R.PERF_RECORD_SAMPLE], warnings)
         return RecordChunk(frames, offsets, cpus, types, sizes, seq0)
 
     def samples(self, chunk: RecordChunk, callchains: bool = True, lean: bool = False) -> tuple[SampleColumns, int]:
         """The chunk's samples (file order) and how many were damaged (skipped); ``lean``: the
         core columns and callchains only (see ``_SampleBuilder``)."""
         is_sample = chunk.types == R.PERF_RECORD_SAMPLE
-        builder = _SampleBuilder(self.events, int(np.count_nonzero(is_sample)), callchains, lean)
-        builder.add(self.views, chunk.offsets[is_sample], chunk.sizes[is_sample], chunk.seq[is_sample])
+        builder = _SampleBuilder(self.events, int(np.count_nonzero(is_sample)), callchains, lean,
+                                 cpu_limit(self.reader.header))
+        builder.add(self.views, chunk.offsets[is_sample], chunk.sizes[is_sample], chunk.seq[is_sample],
+                    chunk.cpus[is_sample])
         return builder.finish(), builder.damaged
 
     def others(self, chunk: RecordChunk, out: list[OtherRecord]) -> int:
@@ -1051,6 +1078,31 @@ class ChunkDecoder:
 
     def release(self, frames: list[Frame]) -> None:
         _release(self.reader, frames)
+
+
+def cpu_limit(header: dict[str, Any]) -> int:
+    """Frame CPUs from this number up name no CPU of the recording machine (its ``nr_cpus``)."""
+    n = header.get("nr_cpus")
+    return n if isinstance(n, int) and not isinstance(n, bool) and 0 < n < NO_CPU else NO_CPU
+
+
+def frame_cpus_needed(events: EventTable) -> bool:
+    """Whether some event's samples take their CPU from their frame (no PERF_SAMPLE_CPU)."""
+    return any(not ev.layout.sample_type & R.PERF_SAMPLE_CPU for ev in events.events)
+
+
+def check_frame_cpus(reader: CaptureReader, events: EventTable, cpus: I64, warnings: list[str]) -> None:
+    """Warn, once per chunk, when samples that take their CPU from their frame (format 3.0)
+    are in frames that name no CPU of the machine: their CPU is then unknown (-1). Captures
+    of older versions (and perf.data files) may hold samples without a CPU: not a warning."""
+    if not len(cpus) or reader.version < VERSION_FRAME_CPU or not frame_cpus_needed(events):
+        return
+    bad = cpus >= cpu_limit(reader.header)
+    if bad.any():
+        first = int(cpus[np.flatnonzero(bad)[0]])
+        what = "no CPU" if first == NO_CPU else f"CPU {first} (the machine had {cpu_limit(reader.header)})"
+        warnings.append(f"{int(np.count_nonzero(bad))} samples are in frames that name {what}: "
+                        f"their CPU is unknown (shown as -1).")
 
 
 def count_types(types: I64, counts: Counter[str]) -> None:

@@ -48,13 +48,16 @@ KNOWN_META_KINDS = frozenset({"buildids", "kallsyms", "kernel", "lost", "modules
 
 MAGIC = b"\x7fPROFCAP"
 DEFAULT_CAPTURE = "profile.prof"  # what `profiler record` writes and every reader opens by default
-FORMAT_MAJOR = 2  # the newest version this reader reads
+FORMAT_MAJOR = 3  # the newest version this reader reads
 FORMAT_MINOR = 0
 # What the writer puts in the file header: 1.1 for every capture that 1.x readers read
 # correctly, 2.0 for captures with RAW_ZSTD frames (a 1.x reader would skip them: samples
-# silently missing), which ``profiler record --call-graph dwarf`` writes.
+# silently missing), which ``profiler record --call-graph dwarf`` writes; 3.0 for captures
+# whose samples take their CPU from their frame (no PERF_SAMPLE_CPU: a 2.0 reader would give
+# them all CPU 0), which ``profiler record`` writes for a command or process target.
 VERSION_PLAIN = (1, 1)
 VERSION_ZSTD = (2, 0)
+VERSION_FRAME_CPU = (3, 0)
 
 _FILE_HEAD = struct.Struct("<8sHHII")  # magic, major, minor, header_len, crc32
 _FRAME_HEAD = struct.Struct("<BBHIII")  # kind, flags, cpu, length, seq, crc32

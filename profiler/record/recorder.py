@@ -29,7 +29,7 @@ from typing import Any, TextIO
 from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageError
 from profiler.format import records as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
-from profiler.format.container import VERSION_PLAIN, VERSION_ZSTD, CaptureWriter
+from profiler.format.container import VERSION_FRAME_CPU, VERSION_PLAIN, VERSION_ZSTD, CaptureWriter
 from profiler.record import kallsyms, metadata, perf_event, synth
 from profiler.record.events import EventSpec, default_event, split_modifiers
 from profiler.format.regs import regs_mask
@@ -51,9 +51,7 @@ DRAIN_SLICE_NS = 100_000
 # lose about twice as many samples at -m 1 -F 100000 (5.7-9.2 % against 3.5-4.3 % raw, 3
 # alternating runs at load 4).
 SMALL_BUFFER = 64 << 10
-SAMPLE_BASE = (
-    R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PERF_SAMPLE_CPU | R.PERF_SAMPLE_PERIOD
-)
+SAMPLE_BASE = R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PERF_SAMPLE_PERIOD
 
 
 @dataclass
@@ -82,10 +80,14 @@ def build_attr(
     enable_on_exec: bool,
     inherit: bool,
     data_size: int,
+    sample_cpu: bool = True,
 ) -> perf_event_attr:
     """The attr for one event. Only the first event tracks mmap/comm/task side-band records
-    (perf does the same), so each side-band record appears once."""
+    (perf does the same), so each side-band record appears once. ``sample_cpu``: samples
+    carry PERF_SAMPLE_CPU (see ``Recorder._sample_cpu``)."""
     sample_type = SAMPLE_BASE
+    if sample_cpu:
+        sample_type |= R.PERF_SAMPLE_CPU
     if opts.callgraph:
         sample_type |= R.PERF_SAMPLE_CALLCHAIN
     if spec.type == PERF_TYPE_TRACEPOINT:
@@ -276,13 +278,27 @@ class Recorder:
             return [t.tid for t in self.threads]
         return [-1]
 
+    def _sample_cpu(self, cpus: list[int]) -> bool:
+        """Whether samples carry PERF_SAMPLE_CPU (8 bytes each). Every event is opened per CPU
+        and only redirected (SET_OUTPUT) into the ring buffer of its own CPU, so each RAW frame
+        holds the records of the one CPU its header names, and a sample without the field
+        takes its frame's (format 3.0). perf 6.1 sets the bit only for ``-a`` and ``-C``
+        (``perf evlist -v``): so do we, and everywhere a ring could mix CPUs (cpu -1)."""
+        return self.opts.system_wide or self.opts.cpus is not None or any(cpu < 0 for cpu in cpus)
+
+    @property
+    def sample_cpu(self) -> bool:
+        return all(e.attr.sample_type & R.PERF_SAMPLE_CPU for e in self.events)
+
     def _open_events(self, specs: list[Member], cpus: list[int]) -> None:
         command = self.child is not None and not self.opts.system_wide
         inherit = self.opts.inherit and (command or bool(self.opts.pids))
         data_size = self.opts.data_pages * self.page_size
+        sample_cpu = self._sample_cpu(cpus)
         for index, member in enumerate(specs):
             attr = build_attr(member.spec, self.opts, tracking=index == 0, several=len(specs) > 1,
-                              enable_on_exec=command, inherit=inherit, data_size=data_size)
+                              enable_on_exec=command, inherit=inherit, data_size=data_size,
+                              sample_cpu=sample_cpu)
             configure(attr, member)
             self.events.append(OpenedEvent(member.spec.name, attr))
         opened_any = False
@@ -486,6 +502,8 @@ class Recorder:
 
             layout, _ = self._layout()
             self.session.compact = partial(compact_stacks, layout=layout)
+        if not self.sample_cpu:
+            version = VERSION_FRAME_CPU  # samples take their CPU from their frame
         error: ProfilerError | None = None
         started = time.monotonic()
         # The handlers are in place before the capture file exists, as perf installs its own

@@ -290,6 +290,31 @@ def test_cpu_list_restricts_cpus(tmp_path: Path, profiler_cmd: list[str]) -> Non
     assert got and {s.cpu for s in got} == {0}
 
 
+def test_every_raw_frame_holds_the_samples_of_the_cpu_it_names(workloads: Path, tmp_path: Path,
+                                                                 profiler_cmd: list[str]) -> None:
+    """What format 3.0 rests on: a system-wide recording keeps PERF_SAMPLE_CPU (as perf's ``-a``),
+    and there every sample's CPU field is its frame's cpu. A command's samples leave the field
+    out (8 bytes a sample, as perf for a command) and the reader gives them their frame's cpu."""
+    out = tmp_path / "a.prof"
+    result = run_record(profiler_cmd, "-a", "-F", "2000", "-o", str(out), "--", str(workloads / "shares"), "0.3", "2")
+    assert result.returncode == 0, result.stderr
+    with CaptureReader.open(out) as reader:
+        assert reader.version == (1, 1)
+        pairs = [(frame.cpu, rec.cpu) for frame, rec in reader.iter_records_with_frames() if isinstance(rec, R.Sample)]
+    assert len(pairs) > 100 and all(f == c for f, c in pairs), Counter(pairs)
+    out = tmp_path / "c.prof"
+    result = run_record(profiler_cmd, "-F", "2000", "-o", str(out), "--", str(workloads / "shares"), "0.3", "2")
+    assert result.returncode == 0, result.stderr
+    with CaptureReader.open(out) as reader:
+        assert reader.version == (3, 0)
+        assert not reader.header["events"][0]["attr"]["sample_type"] & R.PERF_SAMPLE_CPU
+        from profiler.format.bulk import load_capture
+
+        cols = load_capture(reader).samples
+        frame_cpus = Counter(frame.cpu for frame, rec in reader.iter_records_with_frames() if isinstance(rec, R.Sample))
+    assert len(cols) > 100 and Counter(cols.cpu.tolist()) == frame_cpus and "cpu" in cols.has
+
+
 def test_tracepoint_event(tmp_path: Path, profiler_cmd: list[str]) -> None:
     from profiler.record.events import tracefs_root
 

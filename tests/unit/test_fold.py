@@ -15,7 +15,7 @@ from report_capture import KFUNCS, comm, fork, kaddr, kallsyms_text, mmap2
 
 from profiler.cli import main
 from profiler.format import records as R
-from profiler.format.container import CaptureWriter
+from profiler.format.container import VERSION_FRAME_CPU, VERSION_PLAIN, CaptureWriter
 from profiler.report import fold
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "captures"
@@ -39,16 +39,20 @@ def report(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, 
     return f"exit {code}\n{out}\n{err}"
 
 
-def random_capture(path: Path, seed: int) -> Path:
+def random_capture(path: Path, seed: int, frame_cpu: bool = False) -> Path:
     """Two events on two CPUs in raw frames of a few records each; processes that fork, exec
-    and map code while being sampled; records sharing times with samples."""
+    and map code while being sampled; records sharing times with samples. ``frame_cpu``: the
+    same records without PERF_SAMPLE_CPU, in a format 3.0 capture (their frames name the CPU)."""
     rng = random.Random(seed)
-    attr = cpu_clock_attr(cpu_clock_attr()["sample_type"] | R.PERF_SAMPLE_IDENTIFIER)
+    sample_type = cpu_clock_attr()["sample_type"] | R.PERF_SAMPLE_IDENTIFIER
+    if frame_cpu:
+        sample_type &= ~R.PERF_SAMPLE_CPU
+    attr = cpu_clock_attr(sample_type)
     attr2 = dict(attr, config=1)
     header = make_test_header([{"name": "cpu-clock", "attr": attr, "ids": [7]},
                                {"name": "task-clock", "attr": attr2, "ids": [8]}])
     layout = R.SampleLayout.from_attr(attr)
-    writer = CaptureWriter.create(path, header)
+    writer = CaptureWriter.create(path, header, VERSION_FRAME_CPU if frame_cpu else VERSION_PLAIN)
     writer.write_meta("kallsyms", {"text": kallsyms_text(), "kptr_restrict": 0, "hidden": False})
     pids = [100, 200]
     t = 1000
@@ -119,6 +123,30 @@ def test_folding_in_small_chunks_gives_the_whole_decodes_report(
             assert report(capsys, monkeypatch, mode, "-i", path, *argv) == whole, (mode, argv)
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_samples_without_cpu_take_their_frames_cpu_in_every_report_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """A format 3.0 capture (samples without PERF_SAMPLE_CPU, the CPU in their frame) reports
+    exactly as the same records with the CPU in every sample: --sort cpu, --cpu, script's [cpu],
+    whole decode and folded in one or two processes."""
+    (tmp_path / "field").mkdir()
+    (tmp_path / "frame").mkdir()
+    with_field = str(random_capture(tmp_path / "field" / "r.prof", seed))
+    from_frame = str(random_capture(tmp_path / "frame" / "r.prof", seed, frame_cpu=True))
+    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)
+    for argv in [("--sort", "cpu", "-g", "none"), ("--sort", "comm,pid,tid,cpu,dso,sym", "-g", "none"),
+                 ("--tid", "101,200", "--cpu", "1", "-g", "none"), ("--cpu", "0", "--format", "json")]:
+        want = report(capsys, monkeypatch, "whole", "-i", with_field, *argv).replace(with_field, "R")
+        assert "exit 0" in want.splitlines()[0] and ("cpu" not in argv[1] or "001" in want), want
+        for mode in ("whole", "jobs1", "jobs2"):
+            got = report(capsys, monkeypatch, mode, "-i", from_frame, *argv).replace(from_frame, "R")
+            assert got == want, (mode, argv)
+    for argv in SCRIPT_OPTIONS:
+        for whole in (True, False):  # warnings differ between the two: compare each with its own
+            want_script = script(capsys, monkeypatch, whole, "-i", with_field, *argv)
+            assert script(capsys, monkeypatch, whole, "-i", from_frame, *argv) == want_script, (whole, argv)
+
+
 def test_folding_splits_a_random_capture_into_many_chunks(tmp_path: Path) -> None:
     from profiler.format.bulk import ChunkDecoder
     from profiler.format.container import CaptureReader
@@ -127,12 +155,13 @@ def test_folding_splits_a_random_capture_into_many_chunks(tmp_path: Path) -> Non
     assert len(ChunkDecoder(reader, 512).plan()) > 20
 
 
-@pytest.mark.parametrize("name", ["small.prof", "format-2.0.prof", "format-1.0.prof"])
+@pytest.mark.parametrize("name", ["small.prof", "format-3.0.prof", "format-2.0.prof", "format-1.0.prof"])
 def test_recorded_fixtures_report_the_same_folded(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(FIXTURES / name)
     monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 4096)
-    for argv in [(), ("--no-children", "-g", "none", "--sort", "pid,comm,dso,sym"), ("--format", "folded")]:
+    for argv in [(), ("--no-children", "-g", "none", "--sort", "pid,comm,dso,sym"), ("--format", "folded"),
+                 ("--sort", "cpu,sym", "-g", "none"), ("--cpu", "1", "-g", "none")]:
         whole = report(capsys, monkeypatch, "whole", "-i", path, *argv)
         for mode in ("jobs1", "jobs2"):
             assert report(capsys, monkeypatch, mode, "-i", path, *argv) == whole, (mode, argv)
@@ -202,7 +231,7 @@ def test_script_windows_hold_part_of_the_capture(tmp_path: Path, monkeypatch: py
     assert sum(sizes) == sum(totals.recorded.values())
 
 
-@pytest.mark.parametrize("name", ["small.prof", "format-1.0.prof"])
+@pytest.mark.parametrize("name", ["small.prof", "format-3.0.prof", "format-1.0.prof"])
 def test_recorded_fixtures_script_the_same_streamed(name: str, capsys: pytest.CaptureFixture[str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(FIXTURES / name)

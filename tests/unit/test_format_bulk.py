@@ -23,16 +23,25 @@ def exact_samples(reader: CaptureReader) -> list[R.Sample]:
     return [r for r in reader.iter_records() if isinstance(r, R.Sample)]
 
 
+def expected_cpu(reader: CaptureReader, frame_cpu: int, s: R.Sample) -> int:
+    """A sample's CPU: its CPU field, else its frame's (format 3.0), else unknown (-1)."""
+    if s.cpu is not None:
+        return s.cpu
+    return frame_cpu if frame_cpu < bulk.cpu_limit(reader.header) else -1
+
+
 def assert_columns_match(reader: CaptureReader) -> None:
     data = load_capture(reader)
-    exact = sorted(exact_samples(reader), key=lambda s: s.time or 0)
+    with_cpu = sorted(((s, expected_cpu(reader, f.cpu, s)) for f, s in reader.iter_records_with_frames()
+                       if isinstance(s, R.Sample)), key=lambda p: p[0].time or 0)
+    exact = [s for s, _ in with_cpu]
     cols = data.samples
     assert len(cols) == len(exact)
-    for i, s in enumerate(exact):
+    for i, (s, cpu) in enumerate(with_cpu):
         assert int(cols.ip[i]) == (s.ip or 0)
         assert int(cols.pid[i]) % 2**32 == (s.pid or 0) and int(cols.tid[i]) % 2**32 == (s.tid or 0)
         assert int(cols.time[i]) == (s.time or 0)
-        assert int(cols.cpu[i]) == (s.cpu or 0)
+        assert int(cols.cpu[i]) == cpu
         assert int(cols.period[i]) == (s.period if s.period is not None else 1)
         assert int(cols.misc[i]) == s.misc
         assert tuple(int(x) for x in cols.chain(i)) == (s.callchain or ())

@@ -161,9 +161,9 @@ def test_newer_major_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "c.prof"
     write_small_capture(path)
     data = bytearray(path.read_bytes())
-    struct.pack_into("<HH", data, 8, 3, 1)
+    struct.pack_into("<HH", data, 8, 4, 1)
     path.write_bytes(bytes(data))
-    with pytest.raises(VersionError, match=r"format 3\.1.*2\.0"):
+    with pytest.raises(VersionError, match=r"format 4\.1.*3\.0"):
         CaptureReader.open(path)
 
 
@@ -283,6 +283,15 @@ def test_every_released_version_fixture_is_read() -> None:
         with CaptureReader.open(path) as reader:
             assert reader.clean_end, path
             records = records_of(reader)
+            if reader.version >= (3, 0):  # a real recording of a command on two CPUs
+                by_cpu: dict[int, int] = {}
+                for frame, rec in reader.iter_records_with_frames():
+                    if type(rec).__name__ == "Sample":
+                        assert rec.cpu is None  # no PERF_SAMPLE_CPU: the frame names the CPU
+                        by_cpu[frame.cpu] = by_cpu.get(frame.cpu, 0) + 1
+                assert sorted(by_cpu) == [0, 1] and min(by_cpu.values()) > 20, by_cpu
+                assert reader.warnings == []
+                continue
             if reader.version >= (2, 0):  # a real --call-graph dwarf recording (raw_zstd frames)
                 samples = [r for r in records if type(r).__name__ == "Sample"]
                 assert len(samples) > 50 and all(s.stack_user is not None for s in samples)  # type: ignore[attr-defined]

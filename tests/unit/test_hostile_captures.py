@@ -130,3 +130,25 @@ def test_a_short_fuzzing_campaign_finds_nothing() -> None:
     report = cf.parallel_campaign(count=800, seed=20261124, jobs=2, timeout=30)
     assert report.runs == 800
     assert not report.failures, cf.summary(report)
+
+
+@pytest.mark.parametrize("cpu", [0xFFFF, 2, 4095])
+def test_samples_in_a_frame_naming_no_cpu_of_the_machine_get_no_cpu(tmp_path: Path, cpu: int) -> None:
+    """Format 3.0: samples without PERF_SAMPLE_CPU take their raw frame's cpu. A frame of no
+    CPU (0xFFFF) or of one beyond the header's nr_cpus (2) gives its samples no CPU (-1, not a
+    made-up one), with one sentence; the others keep theirs."""
+    parts = seed("format-3.0.prof")
+    raws = [f for f in parts.frames if f.kind == 1 and f.payload]
+    assert {f.cpu for f in raws} == {0, 1} and parts.header["nr_cpus"] == 2
+    raws[0].cpu = cpu
+    path = write(tmp_path, cf.build(parts))
+    for args in (["report", "--sort", "cpu", "-g", "none"], ["script", "-F", "cpu,ip"],
+                 ["report", "--cpu", "0,1", "-g", "none"]):
+        rc, err, rss = run_cli(path, *args)
+        assert_clean(rc, err, rss)
+        what = "no CPU" if cpu == 0xFFFF else f"CPU {cpu} (the machine had 2)"
+        assert rc == 0 and f"samples are in frames that name {what}: their CPU is unknown" in err, err
+    done = subprocess.run([sys.executable, "-m", "profiler", "report", "--sort", "cpu", "-g", "none", "-i", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    rows = [line.split()[-1] for line in done.stdout.splitlines() if line.strip() and not line.startswith("#")]
+    assert sorted(rows) == ["-01", "000", "001"], done.stdout

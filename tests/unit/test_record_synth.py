@@ -47,6 +47,26 @@ def test_attr_of_the_first_event() -> None:
     assert several["sample_type"] & R.PERF_SAMPLE_IDENTIFIER
 
 
+@pytest.mark.parametrize("opts, cpus, sample_cpu", [
+    (RecordOptions(command=("x",)), [0, 1], False),  # every ring one CPU's: the frame names it
+    (RecordOptions(pids=(1,)), [0, 1], False),
+    (RecordOptions(system_wide=True), [0, 1], True),  # perf 6.1 keeps CPU for -a and -C
+    (RecordOptions(command=("x",), cpus=(1,), system_wide=True), [1], True),
+    (RecordOptions(command=("x",)), [-1], True),  # a ring that is no one CPU's
+])
+def test_samples_carry_the_cpu_only_where_no_frame_names_it_or_perf_keeps_it(
+        opts: RecordOptions, cpus: list[int], sample_cpu: bool) -> None:
+    from profiler.record.recorder import Recorder
+
+    recorder = Recorder(opts)
+    assert recorder._sample_cpu(cpus) == sample_cpu
+    attr = build_attr(EventSpec("cpu-clock", 1, 0), opts, tracking=True, several=False, enable_on_exec=True,
+                      inherit=True, data_size=4096, sample_cpu=recorder._sample_cpu(cpus))
+    assert bool(attr.sample_type & R.PERF_SAMPLE_CPU) == sample_cpu
+    assert attr.sample_type & ~R.PERF_SAMPLE_CPU == (R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME
+                                                     | R.PERF_SAMPLE_PERIOD)
+
+
 def test_period_and_tracepoint_defaults() -> None:
     spec = EventSpec("sched:sched_switch", 2, 316)
     a = build_attr(spec, RecordOptions(system_wide=True), tracking=False, several=False,

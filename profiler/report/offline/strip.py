@@ -30,6 +30,7 @@ from profiler.format.container import (
     FRAME_RAW,
     FRAME_ROUND,
     FRAME_SYNTH,
+    VERSION_FRAME_CPU,
     VERSION_PLAIN,
     VERSION_ZSTD,
     CaptureReader,
@@ -125,7 +126,9 @@ def write_stripped_copy(reader: CaptureReader, out: Path, extra_meta: Sequence[t
     order = str(reader.header.get("byte_order", "little"))
     result = StripResult()
     zstd = reader.version >= VERSION_ZSTD  # DWARF samples: raw frames compressed again
-    writer = CaptureWriter.create(out, strip_header(reader.header), VERSION_ZSTD if zstd else VERSION_PLAIN)
+    # 3.0: samples take their CPU from their frame, whose cpu is copied
+    version = reader.version if reader.version >= VERSION_FRAME_CPU else VERSION_ZSTD if zstd else VERSION_PLAIN
+    writer = CaptureWriter.create(out, strip_header(reader.header), version)
     try:
         for frame in reader.iter_frames():
             if frame.kind == FRAME_RAW and zstd:
