@@ -26,9 +26,10 @@ sorted by time — every ``PERF_SAMPLE_*`` field, walked in the order of
 
 * ``ip``, ``pid``, ``tid``, ``time``, ``cpu``, ``period`` (1 without PERIOD), ``misc``, ``event``
   (index in the capture's ``EventTable``): numpy columns. ``cpu`` is the sample's CPU field, or
-  without one (format 3.0: events opened per CPU) the ``cpu`` of the frame that holds it; -1
-  when neither names a CPU (perf.data recorded without CPU; a frame of no CPU), and then
-  ``has`` lacks ``cpu`` unless another sample has one (:func:`frame_cpus`).
+  without one, in format 3.0 (events opened per CPU), the ``cpu`` of the frame that holds it;
+  -1 when neither names a CPU (older captures and perf.data files recorded without it, a
+  frame of no CPU), and then ``has`` lacks ``cpu`` unless another sample has one
+  (:func:`cpu_limit`).
 * ``chain_id`` and ``chains``: CALLCHAIN, deduplicated (see above). :func:`split_callchains`
   turns chains into (owner, address, context) with the markers dropped — the one place that
   reads ``PERF_CONTEXT_*`` markers; a guest's and the hypervisor's addresses keep their own
@@ -764,9 +765,9 @@ class _SampleBuilder:
     decoding, are the exception)."""
 
     def __init__(self, events: EventTable, n: int, callchains: bool = True, lean: bool = False,
-                 cpu_limit: int = NO_CPU) -> None:
+                 cpu_limit: int = 0) -> None:
         """``lean``: only the core columns and the callchains (no ``extra`` words, no READ,
-        RAW, registers or stack copies). ``cpu_limit``: frame CPUs from it up name no CPU."""
+        RAW, registers or stack copies). ``cpu_limit``: see :func:`cpu_limit`."""
         self.events = events
         self.cpu_limit = min(cpu_limit, NO_CPU)
         self.callchains = callchains
@@ -991,7 +992,7 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
         chunks.append((chunk, offsets, cpus))
         _release(reader, chunk)
     # Pass 2: decode.
-    builder = _SampleBuilder(events, n_samples, callchains, cpu_limit=cpu_limit(header))
+    builder = _SampleBuilder(events, n_samples, callchains, cpu_limit=cpu_limit(reader))
     others: list[OtherRecord] = []
     failed = 0
     next_seq = 0
@@ -1065,7 +1066,7 @@ class ChunkDecoder:
         core columns and callchains only (see ``_SampleBuilder``)."""
         is_sample = chunk.types == R.PERF_RECORD_SAMPLE
         builder = _SampleBuilder(self.events, int(np.count_nonzero(is_sample)), callchains, lean,
-                                 cpu_limit(self.reader.header))
+                                 cpu_limit(self.reader))
         builder.add(self.views, chunk.offsets[is_sample], chunk.sizes[is_sample], chunk.seq[is_sample],
                     chunk.cpus[is_sample])
         return builder.finish(), builder.damaged
@@ -1080,9 +1081,12 @@ class ChunkDecoder:
         _release(self.reader, frames)
 
 
-def cpu_limit(header: dict[str, Any]) -> int:
-    """Frame CPUs from this number up name no CPU of the recording machine (its ``nr_cpus``)."""
-    n = header.get("nr_cpus")
+def cpu_limit(reader: CaptureReader) -> int:
+    """Samples without a CPU field take their frame's ``cpu`` when it is below this: the
+    machine's ``nr_cpus`` in format 3.0, 0 (never) in older captures and perf.data files."""
+    if reader.version < VERSION_FRAME_CPU:
+        return 0
+    n = reader.header.get("nr_cpus")
     return n if isinstance(n, int) and not isinstance(n, bool) and 0 < n < NO_CPU else NO_CPU
 
 
@@ -1091,16 +1095,24 @@ def frame_cpus_needed(events: EventTable) -> bool:
     return any(not ev.layout.sample_type & R.PERF_SAMPLE_CPU for ev in events.events)
 
 
+def samples_have_cpu(reader: CaptureReader, events: EventTable) -> bool:
+    """Whether the capture's samples name their CPU: every event has PERF_SAMPLE_CPU, or
+    (format 3.0) their frames name it. perf.data files of a command recorded without ``-a``,
+    ``-C`` or ``--sample-cpu`` (and captures imported from them) do not."""
+    return reader.version >= VERSION_FRAME_CPU or not frame_cpus_needed(events)
+
+
 def check_frame_cpus(reader: CaptureReader, events: EventTable, cpus: I64, warnings: list[str]) -> None:
     """Warn, once per chunk, when samples that take their CPU from their frame (format 3.0)
     are in frames that name no CPU of the machine: their CPU is then unknown (-1). Captures
     of older versions (and perf.data files) may hold samples without a CPU: not a warning."""
     if not len(cpus) or reader.version < VERSION_FRAME_CPU or not frame_cpus_needed(events):
         return
-    bad = cpus >= cpu_limit(reader.header)
+    limit = cpu_limit(reader)
+    bad = cpus >= limit
     if bad.any():
         first = int(cpus[np.flatnonzero(bad)[0]])
-        what = "no CPU" if first == NO_CPU else f"CPU {first} (the machine had {cpu_limit(reader.header)})"
+        what = "no CPU" if first == NO_CPU else f"CPU {first} (the machine had {limit})"
         warnings.append(f"{int(np.count_nonzero(bad))} samples are in frames that name {what}: "
                         f"their CPU is unknown (shown as -1).")
 

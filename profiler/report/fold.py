@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from profiler.errors import ReportError
 from profiler.format.bulk import (
     CHUNK_BYTES,
     ChainTable,
@@ -47,10 +48,12 @@ from profiler.format.bulk import (
     count_types,
     ranges,
     sample_word,
+    samples_have_cpu,
 )
 from profiler.errors import ProfilerError
 from profiler.format import records as R
 from profiler.format.container import CaptureReader, Frame
+from profiler.format.events import EventTable
 from profiler.report.groupby import row_ids
 from profiler.report.options import Filters, time_bounds
 from profiler.report.replay import ReplayState, name_unknown, place_samples, replay_in_order
@@ -187,6 +190,7 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     if not fold_supported(reader.header, filters):
         return None
     decoder = ChunkDecoder(reader, FOLD_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
+    check_cpu_filter(reader, decoder.events, filters)
     frame_chunks = decoder.plan()
     jobs = _jobs(jobs, len(frame_chunks))
     time_word = _time_word(decoder)
@@ -417,6 +421,14 @@ def _fold_chunk(plan: _Plan, index: int) -> _ChunkResult:
         table = ChainTable(np.concatenate([[0], start]).astype(np.int64), table.words)
         rows.chain_id = rows.chain_id + 1
     return _ChunkResult(rows, table, recorded, damaged, s.has, first_time)
+
+
+def check_cpu_filter(reader: CaptureReader, events: EventTable, filters: Filters) -> None:
+    """``--cpu`` on samples that name no CPU is refused, as perf refuses ``-C`` ("File does
+    not contain CPU events"), rather than selecting nothing."""
+    if filters.cpus and not samples_have_cpu(reader, events):
+        raise ReportError(f"{reader.path}: its samples carry no CPU (recorded without -a, -C or "
+                          f"--sample-cpu), so --cpu cannot select them.")
 
 
 def kept_samples(plan: _Plan, s: SampleColumns) -> npt.NDArray[np.bool_]:

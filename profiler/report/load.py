@@ -50,7 +50,7 @@ from profiler.report.options import Filters, LoadOptions, time_bounds, time_mask
 from profiler.format.perfdata import PerfDataReader  # noqa: F401  registers: perf.data opens as a capture
 from profiler.report.model import INLINED_SUFFIX, Frame, Location, Mapping, SourceLine, StackSample
 from profiler.report.replay import ReplayResult, replay
-from profiler.report.fold import Folded
+from profiler.report.fold import Folded, check_cpu_filter
 from profiler.report.cache import cache_dir
 from profiler.report.symbols.chain import ChainSource, SymbolSources
 from profiler.report.symbols.debuginfod import DebuginfodClient
@@ -423,6 +423,7 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
     warnings = list(reader.warnings) + list(data.warnings)
     names = [ev.name for ev in data.events.events]
     ev_index = select_event(names, event or options.filters.event)
+    check_cpu_filter(reader, data.events, options.filters)
 
     say("replaying")
     build_ids = reader.build_ids()

@@ -39,7 +39,7 @@ def report(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, 
     return f"exit {code}\n{out}\n{err}"
 
 
-def random_capture(path: Path, seed: int, frame_cpu: bool = False) -> Path:
+def random_capture(path: Path, seed: int, frame_cpu: bool = False, version: tuple[int, int] | None = None) -> Path:
     """Two events on two CPUs in raw frames of a few records each; processes that fork, exec
     and map code while being sampled; records sharing times with samples. ``frame_cpu``: the
     same records without PERF_SAMPLE_CPU, in a format 3.0 capture (their frames name the CPU)."""
@@ -52,7 +52,7 @@ def random_capture(path: Path, seed: int, frame_cpu: bool = False) -> Path:
     header = make_test_header([{"name": "cpu-clock", "attr": attr, "ids": [7]},
                                {"name": "task-clock", "attr": attr2, "ids": [8]}])
     layout = R.SampleLayout.from_attr(attr)
-    writer = CaptureWriter.create(path, header, VERSION_FRAME_CPU if frame_cpu else VERSION_PLAIN)
+    writer = CaptureWriter.create(path, header, version or (VERSION_FRAME_CPU if frame_cpu else VERSION_PLAIN))
     writer.write_meta("kallsyms", {"text": kallsyms_text(), "kptr_restrict": 0, "hidden": False})
     pids = [100, 200]
     t = 1000
@@ -145,6 +145,26 @@ def test_samples_without_cpu_take_their_frames_cpu_in_every_report_path(
         for whole in (True, False):  # warnings differ between the two: compare each with its own
             want_script = script(capsys, monkeypatch, whole, "-i", with_field, *argv)
             assert script(capsys, monkeypatch, whole, "-i", from_frame, *argv) == want_script, (whole, argv)
+
+
+def test_samples_that_name_no_cpu_get_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples without PERF_SAMPLE_CPU in a capture older than 3.0 (as imported from a perf.data
+    of a command): no made-up CPU. --sort cpu shows -001 as perf does, script shows no [cpu],
+    and --cpu is refused with one sentence, in every path."""
+    path = str(random_capture(tmp_path / "r.prof", 1, frame_cpu=True, version=VERSION_PLAIN))
+    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)
+    for mode in ("whole", "jobs1", "jobs2"):
+        out = report(capsys, monkeypatch, mode, "-i", path, "--sort", "cpu", "-g", "none")
+        rows = [line.split()[-1] for line in out.splitlines()[1:] if line.strip() and line[0] not in "#p"]
+        assert rows == ["-001", "-001"], out  # one table per event
+        out = report(capsys, monkeypatch, mode, "-i", path, "--cpu", "1", "-g", "none")
+        assert not out.startswith("exit 0") and "samples carry no CPU" in out and "Traceback" not in out, out
+    for whole in (True, False):
+        code, out, _ = script(capsys, monkeypatch, whole, "-i", path)
+        assert code == 0 and "[00" not in out and "-001" not in out
+        code, out, err = script(capsys, monkeypatch, whole, "-i", path, "--cpu", "0")
+        assert code != 0 and any("samples carry no CPU" in line for line in err), err
 
 
 def test_folding_splits_a_random_capture_into_many_chunks(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ def expected_cpu(reader: CaptureReader, frame_cpu: int, s: R.Sample) -> int:
     """A sample's CPU: its CPU field, else its frame's (format 3.0), else unknown (-1)."""
     if s.cpu is not None:
         return s.cpu
-    return frame_cpu if frame_cpu < bulk.cpu_limit(reader.header) else -1
+    return frame_cpu if reader.version >= (3, 0) and frame_cpu < reader.header["nr_cpus"] else -1
 
 
 def assert_columns_match(reader: CaptureReader) -> None:
@@ -250,14 +250,17 @@ def _normalise(s: R.Sample, sample_type: int) -> R.Sample:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(sample_batches())
-def test_bulk_matches_exact_property(tmp_path: Path, batch: tuple[int, list[list[R.Sample]]]) -> None:
+@given(sample_batches(), st.sampled_from([(1, 1), (3, 0)]))
+def test_bulk_matches_exact_property(tmp_path: Path, batch: tuple[int, list[list[R.Sample]]],
+                                     version: tuple[int, int]) -> None:
+    """... in both versions: 3.0 gives a sample without CPU field its frame's (CPUs 2 and 3
+    are beyond the header's nr_cpus: -1), older ones -1."""
     sample_type, frames = batch
     attr = cpu_clock_attr(sample_type)
     header = make_test_header([{"name": "cpu-clock", "attr": attr, "ids": [1]}])
     layout = R.SampleLayout.from_attr(attr)
     path = tmp_path / "p.prof"
-    w = CaptureWriter.create(path, header)
+    w = CaptureWriter.create(path, header, version)
     for cpu, recs in enumerate(frames):
         w.write_raw(cpu, b"".join(R.encode(_normalise(s, sample_type), layout) for s in recs))
     w.close()

@@ -151,4 +151,4 @@ def test_samples_in_a_frame_naming_no_cpu_of_the_machine_get_no_cpu(tmp_path: Pa
     done = subprocess.run([sys.executable, "-m", "profiler", "report", "--sort", "cpu", "-g", "none", "-i", str(path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     rows = [line.split()[-1] for line in done.stdout.splitlines() if line.strip() and not line.startswith("#")]
-    assert sorted(rows) == ["-01", "000", "001"], done.stdout
+    assert sorted(rows) == ["-001", "000", "001"], done.stdout

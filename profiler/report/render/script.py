@@ -81,7 +81,7 @@ def script_texts(profile: Profile, show_cpu: bool | None = None, srcline: bool =
         block = blocks.get(st)
         if block is None:
             block = blocks[st] = stack_block(profile, st, srcline)
-        cpu_text = f"[{c:03d}] " if cpu else ""
+        cpu_text = f"[{'%.3d' % c}] " if cpu else ""  # an unknown CPU (-1) as perf prints it: -001
         yield t, q, (f"{comms[comm]} {pid:5d}/{tid:<5d} {cpu_text}{t // 1_000_000_000:5d}."
                      f"{(t % 1_000_000_000) // 1000:06d}: {period:10d} {event}: \n{block}\n")
 
@@ -163,7 +163,7 @@ def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleTex
         elif "pid" in f or "tid" in f:
             parts.append(f"{pid if 'pid' in f else tid:5d} ")
         if "cpu" in f:
-            parts.append(f"[{cpus[i]:03d}] ")
+            parts.append(f"[{'%.3d' % cpus[i]}] ")  # an unknown CPU (-1) as perf prints it: -001
         if "time" in f:
             t = times[i]
             parts.append(f"{t // 1_000_000_000:5d}.{(t % 1_000_000_000) // 1000:06d}: ")
