@@ -58,7 +58,8 @@ def _columns(flat: FlatProfile) -> list[tuple[str, bool, Callable[[FlatRow], str
         elif key == "tid":
             cols.append(("Tid", True, lambda r: str(r.tid)))
         elif key == "cpu":
-            cols.append(("CPU", True, lambda r: "%.3d" % r.cpu))  # an unknown CPU (-1): -001, as perf
+            # an unknown CPU (-1) as perf prints it: -001
+            cols.append(("CPU", True, lambda r: "" if r.cpu is None else "%.3d" % r.cpu))
         elif key == "dso":
             cols.append(("Shared Object", False, lambda r: r.dso or ""))
         elif key == "sym":
