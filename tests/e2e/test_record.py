@@ -147,16 +147,17 @@ def test_command_samples_comm_exec_and_mmap2_with_build_id(shares_capture: tuple
 
 def test_ring_data_is_compressed_unless_no_compress(shares_capture: tuple[Path, Any], workloads: Path,
                                                     tmp_path: Path, profiler_cmd: list[str]) -> None:
-    """Ring-buffer data goes into zstd frames (format 2.0) by default; ``--no-compress`` writes
-    it as the kernel wrote it (1.1), and so do ring buffers of 64 KiB or less (-m 16). All read
-    back to the same kind of records."""
+    """Ring-buffer data goes into zstd frames by default; ``--no-compress`` writes it as the
+    kernel wrote it, and so do ring buffers of 64 KiB or less (-m 16). All read back to the
+    same kind of records. (A command's samples take their CPU from their frame: format 3.0
+    either way; system-wide ones are 2.0 and 1.1.)"""
     plain, small = tmp_path / "plain.prof", tmp_path / "small.prof"
     for path, option in ((plain, "--no-compress"), (small, "-m16")):
         result = run_record(profiler_cmd, "-g", option, "-o", str(path), "--", str(workloads / "shares"), "0.6")
         assert result.returncode == 0, result.stderr
     per_sample = {}
-    for path, version, compressed in ((shares_capture[0], (2, 0), True), (plain, (1, 1), False),
-                                      (small, (1, 1), False)):
+    for path, version, compressed in ((shares_capture[0], (3, 0), True), (plain, (3, 0), False),
+                                      (small, (3, 0), False)):
         with CaptureReader.open(path) as reader:
             assert reader.version == version
             raws = [f for f in reader.iter_frames() if f.kind == FRAME_RAW]
