@@ -713,7 +713,7 @@ class _Walk:
     def _variable(self, f: R.SampleField, shape: int, cur: I64) -> I64:
         room = self.end - cur - 1  # words after the field's first word
         if f.kind == R.KIND_READ:
-            times = R._popcount(shape & (R.PERF_FORMAT_TOTAL_TIME_ENABLED | R.PERF_FORMAT_TOTAL_TIME_RUNNING))
+            times = R.popcount(shape & (R.PERF_FORMAT_TOTAL_TIME_ENABLED | R.PERF_FORMAT_TOTAL_TIME_RUNNING))
             per = 1 + bool(shape & R.PERF_FORMAT_ID) + bool(shape & R.PERF_FORMAT_LOST)
             if not shape & R.PERF_FORMAT_GROUP:
                 self.count[f.name] = np.ones(len(cur), dtype=np.int64)
@@ -738,7 +738,7 @@ class _Walk:
             self.count[f.name] = nr
             return cur + 1 + hw + 3 * nr
         if f.kind == R.KIND_REGS:
-            nregs = np.where(self.peek(cur) != 0, R._popcount(shape), 0).astype(np.int64)
+            nregs = np.where(self.peek(cur) != 0, R.popcount(shape), 0).astype(np.int64)
             self.count[f.name] = nregs
             return cur + 1 + nregs
         # KIND_STACK and KIND_AUX: u64 size, the bytes; STACK adds dyn_size when size != 0

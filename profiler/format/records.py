@@ -1,9 +1,13 @@
-"""Kernel perf records: constants, one dataclass per record type, decoding and encoding.
+"""Kernel perf records: one dataclass per record type, decoding and encoding.
 
 Every record starts with ``struct perf_event_header { u32 type; u16 misc; u16 size; }`` and is
 a multiple of 8 bytes long. The body layouts are those documented in
 /usr/include/linux/perf_event.h (``enum perf_event_type``). Records other than SAMPLE carry a
 ``struct sample_id`` trailer at their end when the event has ``sample_id_all`` set.
+
+The constants, the SAMPLE field table and :class:`SampleLayout` live in
+:mod:`profiler.format.abi` (which the recorder imports without these classes) and are
+re-exported here, so ``records.PERF_RECORD_MMAP2`` and ``records.SampleLayout`` still work.
 
 This module is the slow, exact path: one Python object per record, used for non-sample
 records, ``profiler dump`` and tests. The reporter's hot path is ``profiler.format.bulk``.
@@ -17,243 +21,24 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field, fields
-from functools import cached_property
 from typing import Any, ClassVar
 
 from profiler.errors import FormatError
-
-# --- enum perf_event_type -----------------------------------------------------------------
-PERF_RECORD_MMAP = 1
-PERF_RECORD_LOST = 2
-PERF_RECORD_COMM = 3
-PERF_RECORD_EXIT = 4
-PERF_RECORD_THROTTLE = 5
-PERF_RECORD_UNTHROTTLE = 6
-PERF_RECORD_FORK = 7
-PERF_RECORD_READ = 8
-PERF_RECORD_SAMPLE = 9
-PERF_RECORD_MMAP2 = 10
-PERF_RECORD_AUX = 11
-PERF_RECORD_ITRACE_START = 12
-PERF_RECORD_LOST_SAMPLES = 13
-PERF_RECORD_SWITCH = 14
-PERF_RECORD_SWITCH_CPU_WIDE = 15
-PERF_RECORD_NAMESPACES = 16
-PERF_RECORD_KSYMBOL = 17
-PERF_RECORD_BPF_EVENT = 18
-PERF_RECORD_CGROUP = 19
-PERF_RECORD_TEXT_POKE = 20
-PERF_RECORD_AUX_OUTPUT_HW_ID = 21
-
-# --- enum perf_event_sample_format ----------------------------------------------------------
-PERF_SAMPLE_IP = 1 << 0
-PERF_SAMPLE_TID = 1 << 1
-PERF_SAMPLE_TIME = 1 << 2
-PERF_SAMPLE_ADDR = 1 << 3
-PERF_SAMPLE_READ = 1 << 4
-PERF_SAMPLE_CALLCHAIN = 1 << 5
-PERF_SAMPLE_ID = 1 << 6
-PERF_SAMPLE_CPU = 1 << 7
-PERF_SAMPLE_PERIOD = 1 << 8
-PERF_SAMPLE_STREAM_ID = 1 << 9
-PERF_SAMPLE_RAW = 1 << 10
-PERF_SAMPLE_BRANCH_STACK = 1 << 11
-PERF_SAMPLE_REGS_USER = 1 << 12
-PERF_SAMPLE_STACK_USER = 1 << 13
-PERF_SAMPLE_WEIGHT = 1 << 14
-PERF_SAMPLE_DATA_SRC = 1 << 15
-PERF_SAMPLE_IDENTIFIER = 1 << 16
-PERF_SAMPLE_TRANSACTION = 1 << 17
-PERF_SAMPLE_REGS_INTR = 1 << 18
-PERF_SAMPLE_PHYS_ADDR = 1 << 19
-PERF_SAMPLE_AUX = 1 << 20
-PERF_SAMPLE_CGROUP = 1 << 21
-PERF_SAMPLE_DATA_PAGE_SIZE = 1 << 22
-PERF_SAMPLE_CODE_PAGE_SIZE = 1 << 23
-PERF_SAMPLE_WEIGHT_STRUCT = 1 << 24
-PERF_SAMPLE_MAX = 1 << 25
-
-PERF_SAMPLE_BRANCH_HW_INDEX = 1 << 17
-
-# --- enum perf_event_read_format --------------------------------------------------------------
-PERF_FORMAT_TOTAL_TIME_ENABLED = 1 << 0
-PERF_FORMAT_TOTAL_TIME_RUNNING = 1 << 1
-PERF_FORMAT_ID = 1 << 2
-PERF_FORMAT_GROUP = 1 << 3
-PERF_FORMAT_LOST = 1 << 4
-
-# --- header.misc --------------------------------------------------------------------------------
-PERF_RECORD_MISC_CPUMODE_MASK = 7
-PERF_RECORD_MISC_CPUMODE_UNKNOWN = 0
-PERF_RECORD_MISC_KERNEL = 1
-PERF_RECORD_MISC_USER = 2
-PERF_RECORD_MISC_HYPERVISOR = 3
-PERF_RECORD_MISC_GUEST_KERNEL = 4
-PERF_RECORD_MISC_GUEST_USER = 5
-PERF_RECORD_MISC_PROC_MAP_PARSE_TIMEOUT = 1 << 12
-PERF_RECORD_MISC_MMAP_DATA = 1 << 13
-PERF_RECORD_MISC_COMM_EXEC = 1 << 13
-PERF_RECORD_MISC_FORK_EXEC = 1 << 13
-PERF_RECORD_MISC_SWITCH_OUT = 1 << 13
-PERF_RECORD_MISC_EXACT_IP = 1 << 14
-PERF_RECORD_MISC_SWITCH_OUT_PREEMPT = 1 << 14
-PERF_RECORD_MISC_MMAP_BUILD_ID = 1 << 14
-PERF_RECORD_MISC_EXT_RESERVED = 1 << 15
-
-CPUMODE_NAMES = {
-    PERF_RECORD_MISC_CPUMODE_UNKNOWN: "unknown",
-    PERF_RECORD_MISC_KERNEL: "kernel",
-    PERF_RECORD_MISC_USER: "user",
-    PERF_RECORD_MISC_HYPERVISOR: "hypervisor",
-    PERF_RECORD_MISC_GUEST_KERNEL: "guest-kernel",
-    PERF_RECORD_MISC_GUEST_USER: "guest-user",
-}
-
-# enum perf_callchain_context: markers inside a callchain, not addresses.
-PERF_CONTEXT_HV = (1 << 64) - 32
-PERF_CONTEXT_KERNEL = (1 << 64) - 128
-PERF_CONTEXT_USER = (1 << 64) - 512
-PERF_CONTEXT_GUEST = (1 << 64) - 2048
-PERF_CONTEXT_GUEST_KERNEL = (1 << 64) - 2176
-PERF_CONTEXT_GUEST_USER = (1 << 64) - 2560
-PERF_CONTEXT_MAX = (1 << 64) - 4095
-
-# --- the SAMPLE record's fields: one table -------------------------------------------------
-#
-# The order is the kernel's (perf_output_sample() in kernel/events/core.c, which writes CGROUP,
-# then the page sizes, then AUX; the header's comment lists AUX earlier and omits CGROUP). This
-# table drives the exact decoder and encoder below and the columnar decoder's offsets
-# (profiler.format.bulk): the order is written once.
-
-KIND_U64 = "u64"  # one u64
-KIND_U32_PAIR = "u32x2"  # two u32 in one word: (pid, tid), (cpu, res)
-KIND_READ = "read"  # struct read_format, shaped by attr.read_format
-KIND_CALLCHAIN = "callchain"  # u64 nr; u64 ips[nr]
-KIND_RAW = "raw"  # u32 size; char data[size] (size counts the padding to 8)
-KIND_BRANCH = "branch_stack"  # u64 nr; u64 hw_idx (BRANCH_HW_INDEX only); {from, to, flags}[nr]
-KIND_REGS = "regs"  # u64 abi; u64 regs[popcount(mask)] unless abi is 0 (NONE)
-KIND_STACK = "stack"  # u64 size; char data[size]; u64 dyn_size (only when size is not 0)
-KIND_AUX = "aux"  # u64 size; char data[size]
-
-FIXED_KINDS = (KIND_U64, KIND_U32_PAIR)  # one word each
-
-
-@dataclass(frozen=True)
-class SampleField:
-    """One ``PERF_SAMPLE_*`` field: the bit(s) that select it, its name in perf_event.h, how
-    it is laid out, the attributes of :class:`Sample` (or :class:`SampleId`) it fills, and
-    the attr field that shapes it (``read_format``, ``sample_regs_user``, ...), if any."""
-
-    bit: int
-    name: str
-    kind: str
-    attrs: tuple[str, ...]
-    shaped_by: str = ""
-
-
-def _u64(bit: int, name: str) -> SampleField:
-    return SampleField(bit, name, KIND_U64, (name,))
-
-
-F_IDENTIFIER = _u64(PERF_SAMPLE_IDENTIFIER, "identifier")
-F_TID = SampleField(PERF_SAMPLE_TID, "tid", KIND_U32_PAIR, ("pid", "tid"))
-F_TIME = _u64(PERF_SAMPLE_TIME, "time")
-F_ID = _u64(PERF_SAMPLE_ID, "id")
-F_STREAM_ID = _u64(PERF_SAMPLE_STREAM_ID, "stream_id")
-F_CPU = SampleField(PERF_SAMPLE_CPU, "cpu", KIND_U32_PAIR, ("cpu", "res"))
-
-SAMPLE_FIELDS: tuple[SampleField, ...] = (
-    F_IDENTIFIER,
-    _u64(PERF_SAMPLE_IP, "ip"),
-    F_TID,
-    F_TIME,
-    _u64(PERF_SAMPLE_ADDR, "addr"),
-    F_ID,
-    F_STREAM_ID,
-    F_CPU,
-    _u64(PERF_SAMPLE_PERIOD, "period"),
-    SampleField(PERF_SAMPLE_READ, "read", KIND_READ, ("read",), "read_format"),
-    SampleField(PERF_SAMPLE_CALLCHAIN, "callchain", KIND_CALLCHAIN, ("callchain",)),
-    SampleField(PERF_SAMPLE_RAW, "raw", KIND_RAW, ("raw",)),
-    SampleField(PERF_SAMPLE_BRANCH_STACK, "branch_stack", KIND_BRANCH, ("branch_hw_idx", "branch_stack"),
-                "branch_sample_type"),
-    SampleField(PERF_SAMPLE_REGS_USER, "regs_user", KIND_REGS, ("regs_user_abi", "regs_user"), "sample_regs_user"),
-    SampleField(PERF_SAMPLE_STACK_USER, "stack_user", KIND_STACK, ("stack_user", "stack_user_dyn_size")),
-    SampleField(PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT, "weight", KIND_U64, ("weight",)),
-    _u64(PERF_SAMPLE_DATA_SRC, "data_src"),
-    _u64(PERF_SAMPLE_TRANSACTION, "transaction"),
-    SampleField(PERF_SAMPLE_REGS_INTR, "regs_intr", KIND_REGS, ("regs_intr_abi", "regs_intr"), "sample_regs_intr"),
-    _u64(PERF_SAMPLE_PHYS_ADDR, "phys_addr"),
-    _u64(PERF_SAMPLE_CGROUP, "cgroup"),
-    _u64(PERF_SAMPLE_DATA_PAGE_SIZE, "data_page_size"),
-    _u64(PERF_SAMPLE_CODE_PAGE_SIZE, "code_page_size"),
-    SampleField(PERF_SAMPLE_AUX, "aux", KIND_AUX, ("aux",)),
+from profiler.format.abi import *  # noqa: F403  the constants and layouts, re-exported
+from profiler.format.abi import (
+    BODY_SPECS,
+    Writer,
+    encode_fields,
+    finish,
+    opt,
+    popcount,
+    write_fixed,
+    write_sample_id,
 )
-
-#: ``struct sample_id``, the trailer of non-sample records with ``sample_id_all``.
-SAMPLE_ID_FIELDS: tuple[SampleField, ...] = (F_TID, F_TIME, F_ID, F_STREAM_ID, F_CPU, F_IDENTIFIER)
-
-HEADER_SIZE = 8
-MAX_RECORD_SIZE = 0xFFFF  # header.size is a u16
 
 
 class RecordDecodeError(FormatError):
     """A record whose bytes contradict its own sizes."""
-
-
-# --- the sample layout of an event ----------------------------------------------------------
-
-
-def _popcount(value: int) -> int:
-    return bin(value).count("1")
-
-
-@dataclass(frozen=True)
-class SampleLayout:
-    """What an event's attr says about the shape of its records."""
-
-    sample_type: int
-    read_format: int = 0
-    sample_id_all: bool = False
-    sample_regs_user: int = 0
-    sample_regs_intr: int = 0
-    branch_sample_type: int = 0
-    byte_order: str = "<"  # struct prefix: "<" little endian, ">" big endian
-    build_id: bool = False  # attr.build_id: this event asked for MMAP2's build-id form
-
-    @classmethod
-    def from_attr(cls, attr: dict[str, Any], byte_order: str = "little") -> SampleLayout:
-        return cls(
-            sample_type=int(attr.get("sample_type", 0)),
-            read_format=int(attr.get("read_format", 0)),
-            sample_id_all=bool(attr.get("sample_id_all", 0)),
-            sample_regs_user=int(attr.get("sample_regs_user", 0)),
-            sample_regs_intr=int(attr.get("sample_regs_intr", 0)),
-            branch_sample_type=int(attr.get("branch_sample_type", 0)),
-            byte_order="<" if byte_order == "little" else ">",
-            build_id=bool(attr.get("build_id", 0)),
-        )
-
-    @cached_property
-    def sample_fields(self) -> tuple[SampleField, ...]:
-        """The fields of this event's SAMPLE records, in the order they are written."""
-        return tuple(f for f in SAMPLE_FIELDS if self.sample_type & f.bit)
-
-    @cached_property
-    def sample_id_fields(self) -> tuple[SampleField, ...]:
-        """The fields of the ``struct sample_id`` trailer (none without ``sample_id_all``)."""
-        if not self.sample_id_all:
-            return ()
-        return tuple(f for f in SAMPLE_ID_FIELDS if self.sample_type & f.bit)
-
-    @property
-    def trailer_size(self) -> int:
-        """Bytes of ``struct sample_id`` at the end of non-sample records."""
-        return 8 * len(self.sample_id_fields)
-
-    def shape(self, field: SampleField) -> int:
-        """The attr value that shapes ``field`` (its register mask, read_format, ...), or 0."""
-        return int(getattr(self, field.shaped_by)) if field.shaped_by else 0
 
 
 @dataclass(slots=True)
@@ -558,44 +343,6 @@ RECORD_CLASSES: dict[int, type[Record]] = {
     )
 }
 
-RECORD_NAMES: dict[int, str] = {
-    PERF_RECORD_MMAP: "MMAP", PERF_RECORD_LOST: "LOST", PERF_RECORD_COMM: "COMM",
-    PERF_RECORD_EXIT: "EXIT", PERF_RECORD_THROTTLE: "THROTTLE",
-    PERF_RECORD_UNTHROTTLE: "UNTHROTTLE", PERF_RECORD_FORK: "FORK", PERF_RECORD_READ: "READ",
-    PERF_RECORD_SAMPLE: "SAMPLE", PERF_RECORD_MMAP2: "MMAP2", PERF_RECORD_AUX: "AUX",
-    PERF_RECORD_ITRACE_START: "ITRACE_START", PERF_RECORD_LOST_SAMPLES: "LOST_SAMPLES",
-    PERF_RECORD_SWITCH: "SWITCH", PERF_RECORD_SWITCH_CPU_WIDE: "SWITCH_CPU_WIDE",
-    PERF_RECORD_NAMESPACES: "NAMESPACES", PERF_RECORD_KSYMBOL: "KSYMBOL",
-    PERF_RECORD_BPF_EVENT: "BPF_EVENT", PERF_RECORD_CGROUP: "CGROUP",
-    PERF_RECORD_TEXT_POKE: "TEXT_POKE", PERF_RECORD_AUX_OUTPUT_HW_ID: "AUX_OUTPUT_HW_ID",
-}
-
-
-def record_name(rtype: int) -> str:
-    return RECORD_NAMES.get(rtype, f"TYPE_{rtype}")
-
-
-# Fixed-layout bodies: (field, struct code). "str" = NUL-terminated, padded to 8 bytes.
-_BODY_SPECS: dict[int, tuple[tuple[str, str], ...]] = {
-    PERF_RECORD_MMAP: (("pid", "I"), ("tid", "I"), ("addr", "Q"), ("len", "Q"), ("pgoff", "Q"),
-                       ("filename", "str")),
-    PERF_RECORD_LOST: (("id", "Q"), ("lost", "Q")),
-    PERF_RECORD_COMM: (("pid", "I"), ("tid", "I"), ("comm", "str")),
-    PERF_RECORD_EXIT: (("pid", "I"), ("ppid", "I"), ("tid", "I"), ("ptid", "I"), ("time", "Q")),
-    PERF_RECORD_THROTTLE: (("time", "Q"), ("id", "Q"), ("stream_id", "Q")),
-    PERF_RECORD_UNTHROTTLE: (("time", "Q"), ("id", "Q"), ("stream_id", "Q")),
-    PERF_RECORD_FORK: (("pid", "I"), ("ppid", "I"), ("tid", "I"), ("ptid", "I"), ("time", "Q")),
-    PERF_RECORD_AUX: (("aux_offset", "Q"), ("aux_size", "Q"), ("flags", "Q")),
-    PERF_RECORD_ITRACE_START: (("pid", "I"), ("tid", "I")),
-    PERF_RECORD_LOST_SAMPLES: (("lost", "Q"),),
-    PERF_RECORD_SWITCH: (),
-    PERF_RECORD_SWITCH_CPU_WIDE: (("next_prev_pid", "I"), ("next_prev_tid", "I")),
-    PERF_RECORD_KSYMBOL: (("addr", "Q"), ("len", "I"), ("ksym_type", "H"), ("flags", "H"),
-                          ("name", "str")),
-    PERF_RECORD_BPF_EVENT: (("type", "H"), ("flags", "H"), ("id", "I"), ("tag", "8s")),
-    PERF_RECORD_CGROUP: (("id", "Q"), ("path", "str")),
-    PERF_RECORD_AUX_OUTPUT_HW_ID: (("hw_id", "Q"),),
-}
 
 
 # --- decoding --------------------------------------------------------------------------------
@@ -668,7 +415,7 @@ def _decode_read(cur: _Cursor, read_format: int) -> ReadValues:
     if read_format & PERF_FORMAT_GROUP:
         nr = cur.u64()
         per = 1 + has_id + has_lost
-        cur.need(8 * per * nr + 8 * _popcount(read_format & 3))  # bound nr before looping
+        cur.need(8 * per * nr + 8 * popcount(read_format & 3))  # bound nr before looping
         if read_format & PERF_FORMAT_TOTAL_TIME_ENABLED:
             out.time_enabled = cur.u64()
         if read_format & PERF_FORMAT_TOTAL_TIME_RUNNING:
@@ -701,7 +448,7 @@ def decode_read_format(buf: bytes | memoryview, read_format: int, bo: str = "=")
 def read_format_size(read_format: int, nr: int = 1) -> int:
     """Bytes of ``struct read_format`` for ``nr`` counters (``nr`` matters with GROUP only)."""
     per = 1 + bool(read_format & PERF_FORMAT_ID) + bool(read_format & PERF_FORMAT_LOST)
-    times = _popcount(read_format & (PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING))
+    times = popcount(read_format & (PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING))
     if read_format & PERF_FORMAT_GROUP:
         return 8 * (1 + times + per * nr)
     return 8 * (times + per)
@@ -742,7 +489,7 @@ def _decode_variable(cur: _Cursor, s: Sample, f: SampleField, shape: int) -> Non
     elif f.kind == KIND_REGS:
         abi = cur.u64()
         setattr(s, f.attrs[0], abi)
-        setattr(s, f.attrs[1], cur.u64s(_popcount(shape)) if abi else ())
+        setattr(s, f.attrs[1], cur.u64s(popcount(shape)) if abi else ())
     elif f.kind == KIND_STACK:
         size = cur.u64()
         s.stack_user = cur.raw(size)
@@ -800,7 +547,7 @@ def _decode_body(cur: _Cursor, rtype: int, misc: int, layout: SampleLayout) -> R
         addr, old_len, new_len = cur.u64(), cur.u16(), cur.u16()
         data = cur.raw(old_len + new_len)
         return TextPoke(addr, old_len, new_len, data, misc=misc)
-    spec = _BODY_SPECS.get(rtype)
+    spec = BODY_SPECS.get(rtype)
     if spec is None:
         return UnknownRecord(rtype, cur.raw(cur.end - cur.pos), misc=misc)
     values: list[Any] = []
@@ -844,74 +591,33 @@ def decode_record(buf: bytes | memoryview, offset: int, layout: SampleLayout) ->
 # --- encoding --------------------------------------------------------------------------------
 
 
-class _Writer:
-    __slots__ = ("parts", "bo")
-
-    def __init__(self, bo: str) -> None:
-        self.parts: list[bytes] = []
-        self.bo = bo
-
-    def u64(self, *vals: int) -> None:
-        self.parts.append(struct.pack(f"{self.bo}{len(vals)}Q", *vals))
-
-    def u32(self, *vals: int) -> None:
-        self.parts.append(struct.pack(f"{self.bo}{len(vals)}I", *vals))
-
-    def u16(self, *vals: int) -> None:
-        self.parts.append(struct.pack(f"{self.bo}{len(vals)}H", *vals))
-
-    def raw(self, data: bytes) -> None:
-        self.parts.append(bytes(data))
-
-    def cstr(self, text: str) -> None:
-        data = text.encode("utf-8", "surrogateescape") + b"\0"
-        self.parts.append(data + b"\0" * (-len(data) % 8))
-
-    def pad8(self) -> None:
-        n = sum(len(p) for p in self.parts)
-        self.parts.append(b"\0" * (-n % 8))
-
-    def getvalue(self) -> bytes:
-        return b"".join(self.parts)
-
-
-def _opt(value: int | None) -> int:
-    return 0 if value is None else value
-
-
-def _encode_read(w: _Writer, values: ReadValues, read_format: int) -> None:
+def _encode_read(w: Writer, values: ReadValues, read_format: int) -> None:
     has_id = bool(read_format & PERF_FORMAT_ID)
     has_lost = bool(read_format & PERF_FORMAT_LOST)
     times = []
     if read_format & PERF_FORMAT_TOTAL_TIME_ENABLED:
-        times.append(_opt(values.time_enabled))
+        times.append(opt(values.time_enabled))
     if read_format & PERF_FORMAT_TOTAL_TIME_RUNNING:
-        times.append(_opt(values.time_running))
+        times.append(opt(values.time_running))
     if read_format & PERF_FORMAT_GROUP:
         w.u64(len(values.values), *times)
         for value, ident, lost in values.values:
             w.u64(value)
             if has_id:
-                w.u64(_opt(ident))
+                w.u64(opt(ident))
             if has_lost:
-                w.u64(_opt(lost))
+                w.u64(opt(lost))
     else:
         value, ident, lost = values.values[0] if values.values else (0, None, None)
         w.u64(value, *times)
         if has_id:
-            w.u64(_opt(ident))
+            w.u64(opt(ident))
         if has_lost:
-            w.u64(_opt(lost))
+            w.u64(opt(lost))
 
 
-def _encode_fixed(w: _Writer, source: Any, field: SampleField) -> None:
-    if field.kind == KIND_U64:
-        w.u64(_opt(getattr(source, field.attrs[0])))
-    else:
-        w.u32(_opt(getattr(source, field.attrs[0])), _opt(getattr(source, field.attrs[1])))
 
-
-def _encode_variable(w: _Writer, s: Sample, f: SampleField, shape: int) -> None:
+def _encode_variable(w: Writer, s: Sample, f: SampleField, shape: int) -> None:
     if f.kind == KIND_READ:
         _encode_read(w, s.read or ReadValues(), shape)
     elif f.kind == KIND_CALLCHAIN:
@@ -927,11 +633,11 @@ def _encode_variable(w: _Writer, s: Sample, f: SampleField, shape: int) -> None:
         entries = s.branch_stack or ()
         w.u64(len(entries))
         if shape & PERF_SAMPLE_BRANCH_HW_INDEX:
-            w.u64(_opt(s.branch_hw_idx))
+            w.u64(opt(s.branch_hw_idx))
         for e in entries:
             w.u64(e.from_ip, e.to_ip, e.flags)
     elif f.kind == KIND_REGS:
-        abi = _opt(getattr(s, f.attrs[0]))
+        abi = opt(getattr(s, f.attrs[0]))
         w.u64(abi)
         if abi:
             w.u64(*(getattr(s, f.attrs[1]) or ()))
@@ -940,40 +646,29 @@ def _encode_variable(w: _Writer, s: Sample, f: SampleField, shape: int) -> None:
         w.u64(len(data))
         if data:
             w.raw(data)
-            w.u64(_opt(s.stack_user_dyn_size))
+            w.u64(opt(s.stack_user_dyn_size))
     else:  # KIND_AUX
         data = s.aux or b""
         w.u64(len(data))
         w.raw(data)
 
 
-def _encode_sample(w: _Writer, s: Sample, layout: SampleLayout) -> None:
+def _encode_sample(w: Writer, s: Sample, layout: SampleLayout) -> None:
     for f in layout.sample_fields:
         if f.kind in FIXED_KINDS:
-            _encode_fixed(w, s, f)
+            write_fixed(w, s, f)
         else:
             _encode_variable(w, s, f, layout.shape(f))
     w.pad8()
 
 
-def _encode_sample_id(w: _Writer, sid: SampleId, layout: SampleLayout) -> None:
-    for f in layout.sample_id_fields:
-        _encode_fixed(w, sid, f)
-
-
-def _encode_body(w: _Writer, rec: Record, layout: SampleLayout) -> int:
-    """Write the body of ``rec``; return the misc bits its content implies."""
-    misc = 0
-    if isinstance(rec, Mmap2):
+def _encode_special_body(w: Writer, rec: Record, layout: SampleLayout) -> None:
+    """The body of a record that is not of a fixed layout (:data:`BODY_SPECS`)."""
+    if isinstance(rec, Mmap2):  # the build-id form of its union
+        bid = (rec.build_id or b"")[:20]
         w.u32(rec.pid, rec.tid)
         w.u64(rec.addr, rec.len, rec.pgoff)
-        if rec.build_id is not None:
-            misc |= PERF_RECORD_MISC_MMAP_BUILD_ID
-            bid = rec.build_id[:20]
-            w.raw(bytes([len(bid), 0, 0, 0]) + bid + b"\0" * (20 - len(bid)))
-        else:
-            w.u32(rec.maj, rec.min)
-            w.u64(rec.ino, rec.ino_generation)
+        w.raw(bytes([len(bid), 0, 0, 0]) + bid + b"\0" * (20 - len(bid)))
         w.u32(rec.prot, rec.flags)
         w.cstr(rec.filename)
     elif isinstance(rec, Read):
@@ -989,26 +684,18 @@ def _encode_body(w: _Writer, rec: Record, layout: SampleLayout) -> int:
         w.u16(rec.old_len, rec.new_len)
         w.raw(rec.bytes)
         w.pad8()
-    elif isinstance(rec, UnknownRecord):
+    else:
+        assert isinstance(rec, UnknownRecord)
         w.raw(rec.body)
         w.pad8()
-    else:
-        for name, code in _BODY_SPECS[rec.TYPE]:
-            value = getattr(rec, name)
-            if code == "str":
-                w.cstr(value)
-            elif code == "Q":
-                w.u64(value)
-            elif code == "I":
-                w.u32(value)
-            elif code == "H":
-                w.u16(value)
-            else:
-                w.raw(bytes(value).ljust(8, b"\0")[:8])
-        w.pad8()
-        if isinstance(rec, Comm) and rec.exec:
-            misc |= PERF_RECORD_MISC_COMM_EXEC
-    return misc
+
+
+def _fixed_layout(rec: Record) -> bool:
+    if isinstance(rec, UnknownRecord):
+        return False
+    if isinstance(rec, Mmap2):
+        return rec.build_id is None
+    return rec.TYPE in BODY_SPECS
 
 
 def encode(rec: Record, layout: SampleLayout) -> bytes:
@@ -1016,20 +703,20 @@ def encode(rec: Record, layout: SampleLayout) -> bytes:
 
     The sample_id trailer is written when ``layout.sample_id_all`` is set (fields missing from
     ``rec.sample_id`` are written as zero)."""
-    w = _Writer(layout.byte_order)
+    if _fixed_layout(rec):
+        exec_bit = PERF_RECORD_MISC_COMM_EXEC if isinstance(rec, Comm) and rec.exec else 0
+        return encode_fields(rec.TYPE, rec.misc | exec_bit, rec, layout)
+    w = Writer(layout.byte_order)
     rtype = rec.type if isinstance(rec, UnknownRecord) else rec.TYPE
+    misc = rec.misc
     if isinstance(rec, Sample):
         _encode_sample(w, rec, layout)
-        misc = rec.misc
     else:
-        misc = rec.misc | _encode_body(w, rec, layout)
-        if layout.sample_id_all:
-            _encode_sample_id(w, rec.sample_id or SampleId(), layout)
-    body = w.getvalue()
-    size = HEADER_SIZE + len(body)
-    if size > MAX_RECORD_SIZE:
-        raise ValueError(f"{record_name(rtype)} record of {size} bytes exceeds the u16 size field")
-    return struct.pack(layout.byte_order + "IHH", rtype, misc, size) + body
+        _encode_special_body(w, rec, layout)
+        write_sample_id(w, rec.sample_id, layout)
+        if isinstance(rec, Mmap2):
+            misc |= PERF_RECORD_MISC_MMAP_BUILD_ID
+    return finish(w, rtype, misc, layout)
 
 
 def record_fields(rec: Record) -> dict[str, Any]:

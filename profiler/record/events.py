@@ -16,7 +16,6 @@ carries every member's count (PERF_SAMPLE_READ with PERF_FORMAT_GROUP).
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -321,6 +320,8 @@ def symbolic_names() -> list[str]:
 
 
 def _suggest(name: str, candidates: Iterable[str]) -> str:
+    import difflib  # only for this error message: not in every recording's start-up
+
     close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
     if not close:
         return "."

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from profiler.format import records as R
+from profiler.format import abi as R
 from profiler.format.attr import perf_event_attr
 from profiler.record.events import EventSpec, parse_event_groups
 

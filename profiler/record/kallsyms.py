@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from profiler.format import records as R
+from profiler.format import abi as R
 
 KALLSYMS = Path("/proc/kallsyms")
 KERNEL_DSO = "[kernel.kallsyms]"  # profiler.report.symbols.kallsyms.KERNEL_DSO

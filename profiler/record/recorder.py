@@ -23,16 +23,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from dataclasses import dataclass, field, replace
-from types import FrameType
+from types import FrameType, SimpleNamespace
 from typing import Any, TextIO
 
 from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageError
-from profiler.format import records as R
+from profiler.format import abi as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
 from profiler.format.container import VERSION_FRAME_CPU, VERSION_PLAIN, VERSION_ZSTD, CaptureWriter
 from profiler.record import kallsyms, metadata, perf_event, synth
 from profiler.record.events import EventSpec, default_event, split_modifiers
-from profiler.format.regs import regs_mask
 from profiler.record.groups import Member, configure, members_of
 from profiler.record.options import DEFAULT_FREQ, RecordOptions
 from profiler.record.session import OpenedEvent, Session
@@ -148,6 +147,8 @@ def add_dwarf_sampling(attr: perf_event_attr, stack_size: int) -> None:
     from (REGS_USER, every general-purpose register of this architecture) and ``stack_size``
     bytes of user stack from the stack pointer up (STACK_USER); the kernel's own callchain
     is kept for kernel frames only (``exclude_callchain_user``)."""
+    from profiler.format.regs import regs_mask  # only --call-graph dwarf needs the register tables
+
     attr.sample_type |= R.PERF_SAMPLE_CALLCHAIN | R.PERF_SAMPLE_REGS_USER | R.PERF_SAMPLE_STACK_USER
     attr.sample_regs_user = regs_mask(os.uname().machine)
     attr.sample_stack_user = stack_size
@@ -393,7 +394,7 @@ class Recorder:
 
     def _synthesize(self, writer: CaptureWriter, text_address: int | None, modules_text: str) -> None:
         layout, ident = self._layout()
-        records: list[R.Record] = []
+        records: list[SimpleNamespace] = []
         if text_address is not None:
             records.extend(synth.kernel_records(text_address, modules_text, ident))
         if self.opts.system_wide:
@@ -405,7 +406,7 @@ class Recorder:
             records.extend(synth.process_records(pid, ident, data_mmaps=self.opts.data_mmaps))
         mapped = self.session.stats.mapped
         for rec in records:
-            if isinstance(rec, R.Mmap2) and not rec.misc & R.PERF_RECORD_MISC_MMAP_DATA:
+            if rec.type == R.PERF_RECORD_MMAP2 and not rec.misc & R.PERF_RECORD_MISC_MMAP_DATA:
                 mapped.seen(rec.filename, (rec.maj, rec.min, rec.ino, rec.ino_generation))
         if records:
             writer.write_synth(synth.encode_all(records, layout))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from profiler.errors import EventError, PermissionDeniedError, ProfilerError, RecordError
-from profiler.format import records as R
+from profiler.format import abi as R
 from profiler.format.attr import perf_event_attr
 from profiler.format.container import CaptureWriter
 from profiler.record import perf_event

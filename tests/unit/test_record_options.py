@@ -126,3 +126,18 @@ def test_frequency_above_the_kernel_limit(monkeypatch: pytest.MonkeyPatch, tmp_p
     with pytest.raises(UsageError, match="exceeds the kernel's limit of 5000 Hz"):
         RecordOptions(command=("true",), freq=6000).validate()
     RecordOptions(command=("true",), freq=5000).validate()
+
+
+def test_record_imports_only_what_recording_needs() -> None:
+    """Every recording pays for its imports in CPU time (the recorder's own CPU is a benchmark
+    row): the record command and the recorder load neither numpy nor the record dataclasses
+    (profiler.format.abi has what they need), nor the register tables of --call-graph dwarf."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import profiler.cli, profiler.commands.record, profiler.record.recorder; "
+            "print(' '.join(sys.modules))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert "profiler.record.recorder" in loaded and "profiler.format.abi" in loaded
+    assert not loaded & {"numpy", "profiler.format.records", "profiler.format.regs", "difflib"}

@@ -112,11 +112,11 @@ def test_parse_maps_line() -> None:
 
 def test_process_records(fake_proc: Path) -> None:
     recs = list(synth.process_records(100, 7, proc=fake_proc))
-    comms = [(r.pid, r.tid, r.comm) for r in recs if isinstance(r, R.Comm)]
+    comms = [(r.pid, r.tid, r.comm) for r in recs if r.type == R.PERF_RECORD_COMM]
     assert comms == [(100, 100, "spinner"), (100, 101, "helper")]
-    forks = [(r.pid, r.ppid, r.tid, r.ptid) for r in recs if isinstance(r, R.Fork)]
+    forks = [(r.pid, r.ppid, r.tid, r.ptid) for r in recs if r.type == R.PERF_RECORD_FORK]
     assert forks == [(100, 100, 101, 100)]
-    maps = [(r.filename, r.addr, r.pgoff, r.prot) for r in recs if isinstance(r, R.Mmap2)]
+    maps = [(r.filename, r.addr, r.pgoff, r.prot) for r in recs if r.type == R.PERF_RECORD_MMAP2]
     assert maps == [
         ("/usr/bin/spinner", 0x55D0C0A01000, 0x1000, 5),
         ("//anon", 0x7F0000000000, 0, 7),
@@ -124,7 +124,8 @@ def test_process_records(fake_proc: Path) -> None:
         ("[vdso]", 0x7FFD00000000, 0, 5),
     ]
     assert all(r.sample_id is not None and r.sample_id.identifier == 7 for r in recs)
-    with_data = [r for r in synth.process_records(100, 7, data_mmaps=True, proc=fake_proc) if isinstance(r, R.Mmap2)]
+    with_data = [r for r in synth.process_records(100, 7, data_mmaps=True, proc=fake_proc)
+                 if r.type == R.PERF_RECORD_MMAP2]
     assert len(with_data) == 6  # + the read-only part of the binary and [heap]
     assert sum(1 for r in with_data if r.misc & R.PERF_RECORD_MISC_MMAP_DATA) == 2
     assert list(synth.process_records(999, 7, proc=fake_proc)) == []
@@ -139,7 +140,12 @@ def test_synthesized_records_decode_like_kernel_ones(fake_proc: Path) -> None:
     data = synth.encode_all(recs, layout)
     table = EventTable.from_header({"byte_order": sys.byteorder, "events": [{"name": "e", "attr": attr, "ids": [9]}]})
     decoded = list(table.decode_stream(data))
-    assert [type(r) for r in decoded] == [type(r) for r in recs]
+    assert [r.TYPE for r in decoded] == [r.type for r in recs]
+    for rec, back in zip(recs, decoded):  # every field, as the kernel's records would decode
+        assert {name: getattr(back, name) for name, _ in R.BODY_SPECS[rec.type]} == {
+            name: getattr(rec, name) for name, _ in R.BODY_SPECS[rec.type]}
+        assert (back.misc, back.sample_id.pid, back.sample_id.tid, back.sample_id.time) == (
+            rec.misc, rec.sample_id.pid, rec.sample_id.tid, 0)
     kernel = decoded[0]
     assert isinstance(kernel, R.Mmap) and kernel.filename == "[kernel.kallsyms]_text"
     assert (kernel.addr, kernel.pgoff, kernel.pid) == (0xFFFFFFFF81000000, 0xFFFFFFFF81000000, synth.KERNEL_PID)
