@@ -1,8 +1,10 @@
-"""Command-line entry point: a thin click group.
+"""The command line: a thin click group.
 
 Each subcommand lives in its own module under ``profiler/commands/`` and is loaded lazily,
 so ``profiler info`` does not import numpy-heavy report code. Every ``ProfilerError`` is
-turned into one sentence on stderr and its exit code; tracebacks never reach the user.
+turned into one sentence on stderr and its exit code; tracebacks never reach the user. The
+entry point is profiler/main.py, which runs the usual ``profiler record`` command lines
+without click and passes every other one to :func:`main` here.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import click
 
 from profiler import __version__
 from profiler.errors import ProfilerError
+from profiler.exits import run_mapped
 
 # name -> (module under profiler.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -77,37 +80,18 @@ def cli() -> None:
     """A sampling profiler for Linux: record, report, flame graphs."""
 
 
-def _bytes_as_recorded() -> None:
-    """Names from a capture are decoded with ``surrogateescape`` (a path is bytes, not always
-    UTF-8): print them as the bytes they were, never fail on them."""
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            try:
-                reconfigure(errors="surrogateescape" if stream is sys.stdout else "backslashreplace")
-            except (ValueError, OSError):
-                pass
-
-
 def main(argv: list[str] | None = None) -> Any:
-    """Run the CLI, mapping project errors to one sentence and an exit code."""
-    _bytes_as_recorded()
+    """Run the click CLI, mapping project errors to one sentence and an exit code."""
+    return run_mapped(lambda: _click_main(argv))
+
+
+def _click_main(argv: list[str] | None) -> Any:
     try:
         return cli.main(args=argv, prog_name="profiler", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("profiler: interrupted.", err=True)
-        sys.exit(130)
+        raise KeyboardInterrupt from None  # "profiler: interrupted.", as Ctrl-C
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except ProfilerError as exc:
-        click.echo(f"profiler: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(141)
-    except KeyboardInterrupt:
-        click.echo("profiler: interrupted.", err=True)
-        sys.exit(130)

@@ -130,14 +130,57 @@ def test_frequency_above_the_kernel_limit(monkeypatch: pytest.MonkeyPatch, tmp_p
 
 def test_record_imports_only_what_recording_needs() -> None:
     """Every recording pays for its imports in CPU time (the recorder's own CPU is a benchmark
-    row): the record command and the recorder load neither numpy nor the record dataclasses
-    (profiler.format.abi has what they need), nor the register tables of --call-graph dwarf."""
+    row): the entry point reads a usual record command line and loads the recorder without
+    click, numpy, the record dataclasses (profiler.format.abi has what it needs) or the
+    register tables of --call-graph dwarf."""
     import subprocess
     import sys
 
-    code = ("import sys; import profiler.cli, profiler.commands.record, profiler.record.recorder; "
+    code = ("import sys; import profiler.main, profiler.record.recorder; "
+            "from profiler.commands import _record_args; "
+            "assert _record_args.parse(['-g', '-q', '-F', '999', '-o', 'x.prof', '--', 'true']); "
             "print(' '.join(sys.modules))")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 check=True).stdout.split())
     assert "profiler.record.recorder" in loaded and "profiler.format.abi" in loaded
-    assert not loaded & {"numpy", "profiler.format.records", "profiler.format.regs", "difflib"}
+    assert not loaded & {"click", "numpy", "profiler.format.records", "profiler.format.regs", "difflib"}
+
+
+@pytest.mark.parametrize("args", [
+    ["--", "ls", "-l"],
+    ["ls", "-l", "-g"],  # options end at the command
+    ["-e", "cpu-clock", "--event", "task-clock,page-faults", "-F", "999", "-g", "--callchain-max-stack", "32",
+     "-C", "0-1", "-m", "16", "-o", "x.prof", "-q", "--user-only", "--data-mmaps", "--no-inherit",
+     "--duration", "1.5", "--archive", "--buildid-mmap", "--", "true"],
+    ["-p", "12,34", "-c", "100", "--call-graph", "dwarf,1024", "--kernel-only", "-a", "-t", "5"],
+    ["-o", "-", "-o", "last.prof", "-F", " 7 ", "--", "--", "x"],  # the last value wins; values as given
+    [],
+])
+def test_the_entry_points_reader_agrees_with_click(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+    """What profiler/main.py runs without click is what click would have run."""
+    from profiler.commands import _record_args
+
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(_record_args, "run", lambda **kwargs: seen.append(kwargs))
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert _record_args.parse(args) == seen[0]
+
+
+@pytest.mark.parametrize("args", [
+    ["-h"], ["--help"], ["--freq=99", "true"], ["-F99", "true"], ["-gq", "true"], ["-F", "fast", "true"],
+    ["--duration", "1s", "true"], ["--nope", "true"], ["-o"], ["-e"],
+])
+def test_the_entry_point_leaves_the_rest_to_click(args: list[str]) -> None:
+    from profiler.commands import _record_args
+
+    assert _record_args.parse(args) is None
+
+
+def test_the_entry_point_maps_errors_like_click(capsys: pytest.CaptureFixture[str]) -> None:
+    from profiler.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["record", "-p", "12", "--", "true"])
+    assert exc.value.code == UsageError.exit_code
+    assert capsys.readouterr().err == "profiler: give either a command or -p/-t, not both.\n"

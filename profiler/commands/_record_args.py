@@ -1,0 +1,211 @@
+"""``profiler record``'s options, declared once, and what the command does with them.
+
+Click builds the command from :data:`OPTIONS` (profiler/commands/record.py). The entry point
+(profiler/main.py) also reads a plain ``profiler record`` command line with :func:`parse`, without
+importing click: every recording pays for its imports in CPU time (the recorder's own CPU is a
+benchmark row, docs/benchmarks.md), and click with its imports was about a fifth of it. Anything
+:func:`parse` does not read exactly as click would (help, ``--name=value``, ``-F4000``, short
+flags run together, an unknown option, a value of the wrong type) goes to click, which answers
+as it always does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from profiler.commands._targets import cpu_list_option, id_list_option
+from profiler.errors import ProfilerError
+from profiler.record.options import (
+    DEFAULT_OUTPUT,
+    DWARF_DATA_PAGES,
+    RecordOptions,
+    parse_call_graph,
+    parse_mmap_pages,
+)
+
+FLAG, VALUE, MULTIPLE = "flag", "value", "multiple"
+
+
+class Option(NamedTuple):
+    """One option: its names, the keyword it fills, and how it is read (FLAG: True when given;
+    VALUE: the next argument, the last one given wins; MULTIPLE: a tuple of every one given)."""
+
+    names: tuple[str, ...]
+    dest: str
+    kind: str = FLAG
+    convert: Callable[[str], Any] = str  # str, int or float (click's types of the same names)
+    metavar: str | None = None
+    default: Any = None
+    help: str = ""
+
+    @property
+    def unset(self) -> Any:
+        """The value when the option is not given, as click passes it."""
+        return {FLAG: False, MULTIPLE: ()}.get(self.kind, self.default)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(("-e", "--event"), "event", MULTIPLE, metavar="EVENT[,EVENT...]",
+           help="Events to sample (see 'profiler list'); default cycles, or cpu-clock without a PMU."),
+    Option(("-F", "--freq"), "freq", VALUE, int, help="Sampling frequency in Hz (default 4000)."),
+    Option(("-c", "--count"), "count", VALUE, int, help="Sample every COUNT events instead of a frequency."),
+    Option(("-g",), "call_graph", help="Record frame-pointer call chains."),
+    Option(("--call-graph",), "call_graph_mode", VALUE, metavar="fp|dwarf[,SIZE]",
+           help="Call chains from frame pointers (fp, as -g) or unwound at report time from "
+                "DWARF CFI with SIZE bytes of user stack per sample (dwarf, default 8192)."),
+    Option(("--callchain-max-stack",), "callchain_max_stack", VALUE, int, help="Deepest call chain to record."),
+    Option(("-p", "--pid"), "pid", VALUE, metavar="PID[,PID...]", help="Attach to running processes (all threads)."),
+    Option(("-t", "--tid"), "tid", VALUE, metavar="TID[,TID...]", help="Attach to these threads only."),
+    Option(("-a", "--all-cpus"), "all_cpus", help="System-wide: every process on every CPU."),
+    Option(("-C", "--cpu"), "cpu", VALUE, metavar="CPULIST", help="Only these CPUs, e.g. 0-1,3."),
+    Option(("--duration",), "duration", VALUE, float, metavar="SECONDS", help="Stop after this many seconds."),
+    Option(("-m", "--mmap-pages"), "mmap_pages", VALUE, metavar="PAGES",
+           help="Ring buffer data pages per CPU (power of two) or a size like 512K."),
+    Option(("-o", "--output"), "output", VALUE, default=DEFAULT_OUTPUT, help="Capture file to write."),
+    Option(("-q", "--quiet"), "quiet", help="Print nothing but errors."),
+    Option(("--user-only",), "user_only", help="Exclude kernel samples."),
+    Option(("--kernel-only",), "kernel_only", help="Exclude user-space samples."),
+    Option(("--data-mmaps",), "data_mmaps", help="Also record data (non-executable) mappings."),
+    Option(("--no-inherit",), "no_inherit", help="Do not follow children and new threads."),
+    Option(("--buildid-mmap",), "buildid_mmap",
+           help="Ask the kernel for build-ids in MMAP2 records (as perf's --buildid-mmap); by default "
+                "they are read from the mapped files, which leaves other tools' records intact."),
+    Option(("--no-compress",), "no_compress",
+           help="Write the ring-buffer data as the kernel wrote it (format 1.1, as perf without -z) "
+                "instead of zstd-compressed (about 15x smaller with -g; buffers of -m 16 pages or "
+                "less are never compressed)."),
+    Option(("--archive",), "archive",
+           help="When recording ends, pack the sampled DSOs' symbols into the capture (as 'profiler archive')."),
+)
+
+
+def parse(args: list[str]) -> dict[str, Any] | None:
+    """The keywords of :func:`run` for ``profiler record ARGS``, as click would pass them; None
+    when ARGS hold anything this reader leaves to click. Options end at ``--`` or at the first
+    argument that is not one (the command), as in perf."""
+    by_name = {name: opt for opt in OPTIONS for name in opt.names}
+    values = {opt.dest: opt.unset for opt in OPTIONS}
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "-":
+        if args[i] == "--":
+            i += 1
+            break
+        opt = by_name.get(args[i])
+        if opt is None or (opt.kind != FLAG and i + 1 == len(args)):
+            return None
+        if opt.kind == FLAG:
+            values[opt.dest] = True
+            i += 1
+            continue
+        try:
+            value = opt.convert(args[i + 1])
+        except ValueError:
+            return None
+        values[opt.dest] = (*values[opt.dest], value) if opt.kind == MULTIPLE else value
+        i += 2
+    values["command"] = tuple(args[i:])
+    return values
+
+
+def run(command: tuple[str, ...], archive: bool, **kwargs: Any) -> None:
+    """Record COMMAND (or the processes, threads or CPUs the options name)."""
+    from profiler.record.recorder import record
+
+    opts = options_from_cli(command, **kwargs)
+    result = record(opts)
+    if archive:
+        archive_after_recording(result.path, opts.quiet)
+    if result.stopped_by is not None:
+        die_by_signal(result.stopped_by)
+    if result.exit_code:
+        sys.exit(result.exit_code)
+
+
+def options_from_cli(
+    command: tuple[str, ...],
+    *,
+    event: tuple[str, ...],
+    freq: int | None,
+    count: int | None,
+    call_graph: bool,
+    call_graph_mode: str | None,
+    callchain_max_stack: int | None,
+    pid: str | None,
+    tid: str | None,
+    all_cpus: bool,
+    cpu: str | None,
+    duration: float | None,
+    mmap_pages: str | None,
+    output: str,
+    quiet: bool,
+    user_only: bool,
+    kernel_only: bool,
+    data_mmaps: bool,
+    no_inherit: bool,
+    buildid_mmap: bool = False,
+    no_compress: bool = False,
+) -> RecordOptions:
+    cpus = cpu_list_option(cpu)
+    pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
+    # -C means those CPUs system-wide, as in perf; with a command, for as long as it runs.
+    system_wide = all_cpus or (cpus is not None and not pids and not tids)
+    page_size = os.sysconf("SC_PAGE_SIZE")
+    dwarf = parse_call_graph(call_graph_mode) if call_graph_mode is not None else None
+    if mmap_pages:
+        data_pages = parse_mmap_pages(mmap_pages, page_size)
+    else:
+        data_pages = DWARF_DATA_PAGES if dwarf is not None else RecordOptions.data_pages
+    opts = RecordOptions(
+        command=command,
+        pids=pids,
+        tids=tids,
+        system_wide=system_wide,
+        cpus=cpus,
+        duration=duration,
+        events=event,
+        freq=freq,
+        period=count,
+        callgraph=call_graph or call_graph_mode is not None,
+        dwarf_stack_size=dwarf,
+        callchain_max_stack=callchain_max_stack,
+        user_only=user_only,
+        kernel_only=kernel_only,
+        data_pages=data_pages,
+        output=output,
+        quiet=quiet,
+        data_mmaps=data_mmaps,
+        inherit=not no_inherit,
+        buildid_mmap=buildid_mmap,
+        compress=not no_compress,
+        cmdline=tuple(sys.argv),
+    )
+    opts.validate()
+    return opts
+
+
+def die_by_signal(signum: int) -> None:
+    """Stopped by SIGINT/SIGTERM, the recorder ends by the same signal once the capture is
+    written, as perf does: the shell sees 130 (143), and a script's loop stops on Ctrl-C."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    sys.exit(128 + signum)  # only reached if the signal is blocked
+
+
+def archive_after_recording(path: str, quiet: bool) -> None:
+    """``--archive``: pack the symbols into the new capture. A failure is only a warning:
+    ``archive_capture`` leaves the capture as recorded, and the exit status stays record's."""
+    from profiler.report.offline.archive import archive_capture, summary_line
+
+    try:
+        result = archive_capture(path)
+    except (ProfilerError, OSError) as exc:
+        print(f"profiler: warning: archiving failed, {path} is left as recorded: {exc}", file=sys.stderr)
+        return
+    if not quiet:
+        print(summary_line(result), file=sys.stderr)
