@@ -151,7 +151,7 @@ def test_record_imports_only_what_recording_needs() -> None:
     ["ls", "-l", "-g"],  # options end at the command
     ["-e", "cpu-clock", "--event", "task-clock,page-faults", "-F", "999", "-g", "--callchain-max-stack", "32",
      "-C", "0-1", "-m", "16", "-o", "x.prof", "-q", "--user-only", "--data-mmaps", "--no-inherit",
-     "--duration", "1.5", "--archive", "--buildid-mmap", "--", "true"],
+     "--duration", "1.5", "--archive", "--buildid-mmap", "--no-compress", "--", "true"],
     ["-p", "12,34", "-c", "100", "--call-graph", "dwarf,1024", "--kernel-only", "-a", "-t", "5"],
     ["-o", "-", "-o", "last.prof", "-F", " 7 ", "--", "--", "x"],  # the last value wins; values as given
     [],
