@@ -193,7 +193,7 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     check_cpu_filter(reader, decoder.events, filters)
     frame_chunks = decoder.plan()
     jobs = _jobs(jobs, len(frame_chunks))
-    time_word = _time_word(decoder)
+    time_word = sample_time_word(decoder)
     warnings: list[str] = []
     counts: Counter[str] = Counter()
     others: list[OtherRecord] = []
@@ -247,7 +247,7 @@ def fold_capture(reader: CaptureReader, filters: Filters, callchains: bool = Tru
     return folded
 
 
-def _time_word(decoder: ChunkDecoder) -> int | None:
+def sample_time_word(decoder: ChunkDecoder) -> int | None:
     """The word of every SAMPLE record (from its header) that holds its time, when every
     event puts it at the same place; None otherwise (or without times)."""
     words = {sample_word(ev.layout, "time") for ev in decoder.events.events}
@@ -398,7 +398,7 @@ def _fold_chunk(plan: _Plan, index: int) -> _ChunkResult:
     keep = kept_samples(plan, s)
     if not keep.all():
         s = s.take(keep)
-    positions = _positions(plan.other_time, plan.other_seq, s.time, s.seq)
+    positions = sample_positions(plan.other_time, plan.other_seq, s.time, s.seq)
     gen, comm = place_samples(plan.state, s.pid, s.tid, positions)
     n = len(s)
     chainless = s.chain_id == 0
@@ -445,7 +445,7 @@ def kept_samples(plan: _Plan, s: SampleColumns) -> npt.NDArray[np.bool_]:
     return keep
 
 
-def _positions(other_time: U64, other_seq: I64, time: U64, seq: I64) -> I64:
+def sample_positions(other_time: U64, other_seq: I64, time: U64, seq: I64) -> I64:
     """For each sample, the number of replayed records before it in (time, file position)
     order; the records are sorted that way."""
     lo = np.searchsorted(other_time, time, side="left").astype(np.int64)

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format.bulk import ChainTable, SampleColumns, _ChainStore
-from profiler.report.fold import Prepared, _positions, _time_word, kept_samples, prepare
+from profiler.report.fold import Prepared, kept_samples, prepare, sample_positions, sample_time_word
 from profiler.report.groupread import reads_group
 from profiler.report.load import (
     OpenedCapture,
@@ -116,7 +116,7 @@ def stream_profiles(options: LoadOptions, capture: OpenedCapture, events: list[i
     if not streamable(options, capture, events):
         return None
     prepared = prepare(capture.reader, options.filters, options.callchains, keep_cpu=True, jobs=1)
-    if prepared is None or _time_word(prepared.plan.decoder) is None:
+    if prepared is None or sample_time_word(prepared.plan.decoder) is None:
         return None
     return _windows(options, capture, events, prepared, totals)
 
@@ -157,7 +157,8 @@ def _windows(options: LoadOptions, capture: OpenedCapture, events: list[int], pr
         if f.tids:
             keep &= np.isin(s.tid, np.asarray(f.tids, dtype=np.int64))
         s = s.take(keep)
-        gen, comm = place_samples(state, s.pid, s.tid, _positions(plan.other_time, plan.other_seq, s.time, s.seq))
+        positions = sample_positions(plan.other_time, plan.other_seq, s.time, s.seq)
+        gen, comm = place_samples(state, s.pid, s.tid, positions)
         name_unknown(state, s.tid, comm)
         if f.comms:
             ok = np.isin(comm, np.asarray([i for i, n in enumerate(state.comm_names) if n in f.comms], dtype=np.int64))
