@@ -75,7 +75,7 @@ OPTIONS: tuple[Option, ...] = (
            help="Ask the kernel for build-ids in MMAP2 records (as perf's --buildid-mmap); by default "
                 "they are read from the mapped files, which leaves other tools' records intact."),
     Option(("--no-compress",), "no_compress",
-           help="Write the ring-buffer data as the kernel wrote it (format 1.1, as perf without -z) "
+           help="Write the ring-buffer data as the kernel wrote it (as perf does without -z) "
                 "instead of zstd-compressed (about 15x smaller with -g; buffers of -m 16 pages or "
                 "less are never compressed)."),
     Option(("--archive",), "archive",
