@@ -220,7 +220,11 @@ def test_script_srcline_field_without_call_chains(binary: Path, ours: Path, tmp_
     assert re.search(r"^\s+inline\s+[0-9a-f]+ drive\n  inline\.c:\d+$", text, re.M), text[:2000]
     lines = [json.loads(x) for x in profiler("script", "-i", ours, "--json", "--comm", "inline").splitlines()]
     leaves = [s["callchain"][0] for s in lines if s["callchain"] and s["callchain"][0]["dso"] == str(binary)]
-    assert leaves and all(re.fullmatch(r"inline\.c:\d+", f["srcline"]) for f in leaves)
+    # A rare leaf in code without line information (a PLT stub, the C runtime's start-up
+    # code) has none, as perf prints ??:0 for it; every line given is the fixture's.
+    lined = [f["srcline"] for f in leaves if f["srcline"] is not None]
+    assert leaves and len(lined) >= 0.99 * len(leaves), [f for f in leaves if f["srcline"] is None][:5]
+    assert all(re.fullmatch(r"inline\.c:\d+", line) for line in lined)
 
 
 def _sampled_addresses(capture: Path, binary: Path) -> list[int]:
