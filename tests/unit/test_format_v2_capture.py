@@ -1,4 +1,4 @@
-"""The committed format-2.0 capture (fixtures/captures/make_dwarf_capture.py: a real
+"""The committed format-2.0 capture (fixtures/captures/make_recorded_capture.py: a real
 `--call-graph dwarf` recording of fixtures/dwarf/dwarf_mix, archived): read, inflated and
 unwound from its packed rule tables alone, with no binaries and an empty CFI cache."""
 
