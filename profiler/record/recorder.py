@@ -44,6 +44,14 @@ POLL_MS = 250  # also the longest a quiet buffer waits before it reaches the fil
 # its watermark) preempts the busy target now rather than at its next tick, milliseconds
 # later, when a small buffer has long overflowed.
 DRAIN_SLICE_NS = 100_000
+# Nice levels the drain loop gives itself when the process may (CAP_SYS_NICE, or an RLIMIT_NICE
+# that allows it; root here): a busy target on every CPU delays the recorder's wakeups by
+# milliseconds often enough to overflow a small buffer, and a 3x heavier scheduling weight puts
+# it first in line. It costs no CPU (the same passes, served sooner), the command was forked
+# before (it keeps its own nice value), and an unprivileged recorder simply goes without. At
+# -m 1 -F 100000, 5 alternating runs, load 1.2-1.4: 0.4 % lost against perf's 0.7 %, where it
+# was 3.3 % against 1.3 % without. perf offers the same as an option (-r, SCHED_FIFO).
+DRAIN_NICE_BOOST = 5
 # Bytes of ring-buffer data area; see wakeup_watermark. Such small buffers are also written
 # raw (uncompressed) unless the recording is --call-graph dwarf: one at a high rate fills every
 # millisecond, and compressing each few KiB (~11 us for 4 KiB) delayed the next pass enough to
@@ -566,7 +574,7 @@ class Recorder:
             stopper.attach(self.child)
         self._synthesize(writer, text_address, modules_text)
         try:
-            with short_slice(DRAIN_SLICE_NS):
+            with drain_scheduling(DRAIN_SLICE_NS, DRAIN_NICE_BOOST):
                 self._loop(writer, stopper)
         finally:
             self.session.disable()
@@ -588,19 +596,24 @@ class Recorder:
 
 
 @contextmanager
-def short_slice(slice_ns: int) -> Iterator[bool]:
-    """Run the calling thread with a scheduling slice of ``slice_ns`` inside the block (yields
-    whether the kernel took it), then put the previous one back. Only a SCHED_OTHER thread is
-    touched (its nice value kept). The command was forked before: it keeps the default slice.
-    A kernel without the syscall or custom slices changes nothing."""
+def drain_scheduling(slice_ns: int, boost: int) -> Iterator[tuple[bool, bool]]:
+    """Run the calling thread with a scheduling slice of ``slice_ns`` and ``boost`` nice levels
+    more weight inside the block, then put the previous attributes back; yields whether the
+    kernel took the slice and the boost. Only a SCHED_OTHER thread is touched. Without the
+    privilege to lower its nice value it keeps it; a kernel without the syscall or custom
+    slices changes nothing. The command was forked before: it keeps its own."""
     saved = perf_event.get_sched_attr()
-    applied = False
+    applied = boosted = False
     if saved is not None and saved.sched_policy == perf_event.SCHED_OTHER:
         wanted = perf_event.sched_attr.from_buffer_copy(saved)
         wanted.sched_runtime = slice_ns
-        applied = perf_event.set_sched_attr(wanted)
+        wanted.sched_nice = max(-20, saved.sched_nice - boost)
+        boosted = applied = boost > 0 and perf_event.set_sched_attr(wanted)
+        if not applied:
+            wanted.sched_nice = saved.sched_nice
+            applied = perf_event.set_sched_attr(wanted)
     try:
-        yield applied
+        yield applied, boosted
     finally:
         if applied and saved is not None:
             perf_event.set_sched_attr(saved)

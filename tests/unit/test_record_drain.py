@@ -16,7 +16,7 @@ from profiler.format import container
 from profiler.format import records as R
 from profiler.format.container import FRAME_RAW, FRAME_ROUND, CaptureReader, CaptureWriter
 from profiler.record import perf_event
-from profiler.record.recorder import short_slice
+from profiler.record.recorder import drain_scheduling
 from profiler.record.ringbuf import DATA_HEAD_OFFSET, RingBuffer
 from profiler.record.session import Session, StreamStats
 
@@ -179,20 +179,53 @@ def test_a_compressed_pass_matches_raw_zstd_frames(tmp_path: Path) -> None:
     assert (tmp_path / "one.prof").read_bytes() == (tmp_path / "old.prof").read_bytes()
 
 
-def test_the_short_slice_is_taken_and_given_back() -> None:
+def test_the_drain_loop_scheduling_is_taken_and_given_back() -> None:
     before = perf_event.get_sched_attr()
     if before is None:
         pytest.skip("no sched_getattr here")
-    with short_slice(200_000) as applied:
+    with drain_scheduling(200_000, 5) as (applied, boosted):
         inside = perf_event.get_sched_attr()
         assert inside is not None
         if applied:
             assert inside.sched_runtime == 200_000
-        assert inside.sched_nice == before.sched_nice and inside.sched_policy == before.sched_policy
+        assert inside.sched_policy == before.sched_policy
+        if os.geteuid() == 0:  # privileged: the boost is taken, and seen by getpriority too
+            assert boosted and inside.sched_nice == max(-20, before.sched_nice - 5)
+            assert os.getpriority(os.PRIO_PROCESS, 0) == inside.sched_nice
+        if not boosted:
+            assert inside.sched_nice == before.sched_nice
     after = perf_event.get_sched_attr()
     assert after is not None
     assert (after.sched_policy, after.sched_nice, after.sched_runtime) == (
         before.sched_policy, before.sched_nice, before.sched_runtime)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before.sched_nice
+
+
+def test_an_unprivileged_drain_loop_keeps_its_nice_value() -> None:
+    """Without CAP_SYS_NICE (a child that drops root) the boost is refused and the slice alone
+    taken; nothing is raised."""
+    if perf_event.get_sched_attr() is None:
+        pytest.skip("no sched_getattr here")
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privilege in a child")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            nice = os.getpriority(os.PRIO_PROCESS, 0)
+            with drain_scheduling(200_000, 5) as (_applied, boosted):
+                inside = os.getpriority(os.PRIO_PROCESS, 0)
+            os.write(write, f"{int(boosted)} {nice} {inside}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    out = os.read(read, 100).decode().split()
+    os.close(read)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert out[0] == "0" and out[1] == out[2]
 
 
 def test_a_small_buffer_wakes_the_loop_at_three_quarters() -> None:
