@@ -440,15 +440,23 @@ _COMPRESSOR: Any = None
 
 
 def zstd_decompress(data: memoryview) -> bytes:
+    """One compressed raw frame inflated (at most ``MAX_FRAME_SIZE``). One decompressor serves
+    every frame, as one compressor does: a capture has hundreds of frames."""
+    global _DECOMPRESSOR
     zstandard = _zstd()
     try:
         params = zstandard.get_frame_parameters(data)
         if params.content_size > MAX_FRAME_SIZE:
             raise FormatError("a compressed raw frame inflates past the format's limit.")
-        out: bytes = zstandard.ZstdDecompressor().decompress(data, max_output_size=MAX_FRAME_SIZE)
+        if _DECOMPRESSOR is None:
+            _DECOMPRESSOR = zstandard.ZstdDecompressor()
+        out: bytes = _DECOMPRESSOR.decompress(data, max_output_size=MAX_FRAME_SIZE)
     except zstandard.ZstdError as exc:
         raise FormatError(f"a compressed raw frame is damaged ({exc}).") from None
     return out
+
+
+_DECOMPRESSOR: Any = None
 
 
 def _zstd() -> Any:
