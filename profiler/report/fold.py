@@ -45,6 +45,7 @@ from profiler.format.bulk import (
     OtherRecord,
     SampleColumns,
     _ChainStore,
+    _odd_multipliers,
     count_types,
     ranges,
     sample_word,
@@ -98,20 +99,57 @@ class Rows:
         return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)})
 
     def fold(self) -> Rows:
-        """One row per distinct key, summed; the last sample's time and position kept."""
-        if not len(self):
+        """One row per distinct key, summed; the last sample's time and position kept.
+
+        Rows are grouped by a 64-bit hash of their keys (one sort), and every row is then
+        checked against the first of its group: a collision (never seen, but a crafted
+        capture could make one) folds again by the exact keys."""
+        n = len(self)
+        if not n:
             return self
+        h = np.zeros(n, dtype=np.uint64)
+        for k, key in enumerate(self.KEYS):
+            h += getattr(self, key).view(np.uint64) * _KEY_MULTIPLIERS[k]
+        h ^= h >> np.uint64(29)
+        order = np.argsort(h)
+        hs = h[order]
+        new = np.ones(n, dtype=bool)
+        new[1:] = hs[1:] != hs[:-1]
+        starts = np.flatnonzero(new)
+        first = order[starts]
+        group_first = first[np.cumsum(new) - 1]  # each sorted row's group's first row
+        for key in self.KEYS:
+            col = getattr(self, key)
+            if not np.array_equal(col[order], col[group_first]):
+                return self._fold_exact()
+        return self._summed(order, starts, first)
+
+    def _fold_exact(self) -> Rows:
         ids = row_ids([getattr(self, k).view(np.int64) if k == "ip" else getattr(self, k) for k in self.KEYS])
-        order = np.lexsort((self.last_seq, self.last_time, ids))
+        order = np.argsort(ids, kind="stable")
         g = ids[order]
         new = np.ones(len(order), dtype=bool)
         new[1:] = g[1:] != g[:-1]
         starts = np.flatnonzero(new)
-        last = order[np.append(starts[1:], len(order)) - 1]
-        out = self.take(last)
+        return self._summed(order, starts, order[starts])
+
+    def _summed(self, order: I64, starts: I64, first: I64) -> Rows:
+        """Rows ``first`` (one of each group of ``order[starts[i]:starts[i + 1]]``) with the
+        group's count and period sums, and its latest (time, file position)."""
+        out = self.take(first)
         out.count = np.add.reduceat(self.count[order], starts)
         out.period = np.add.reduceat(self.period[order], starts)
+        t = self.last_time[order]
+        latest = np.maximum.reduceat(t, starts)
+        group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(order))))
+        seq = np.where(t == latest[group], self.last_seq[order], np.int64(-1))
+        out.last_time = latest
+        out.last_seq = np.maximum.reduceat(seq, starts)
         return out
+
+
+# One fixed odd 64-bit multiplier per key column of Rows: the row hash.
+_KEY_MULTIPLIERS = _odd_multipliers(0xF01D, len(Rows.KEYS))
 
 
 @dataclass
@@ -294,40 +332,75 @@ def _scan_chunk(decoder: ChunkDecoder, frames: list[Frame], time_word: int | Non
     return _Scan(len(chunk.offsets), others, counts, warnings, failed, times)
 
 
-_TASK: Callable[[int], Any] | None = None  # what a worker process computes (set before the fork)
-
-
-def _call_task(index: int) -> Any:
-    assert _TASK is not None
-    return _TASK(index)
-
-
 def _map(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
     """``task(0)``, ``task(1)``, ... in order: in this process, or in ``jobs`` worker processes
-    forked now (they inherit everything ``task`` needs; only indices and results are sent).
+    forked now (they inherit everything ``task`` needs; only results are sent back, pickled,
+    each worker through its own pipe). Worker ``w`` computes ``task(w)``, ``task(w + jobs)``,
+    ...: chunks are of one size, and a fixed share needs no queue.
 
-    A worker that dies (killed, out of memory) ends the report with one sentence: the pool
-    notices the death and fails every pending result, where ``multiprocessing.Pool`` would
-    wait forever for the lost one."""
-    global _TASK
+    A worker that dies (killed, out of memory) ends the report with one sentence: its pipe
+    closes before its result. An exception in a worker is raised here. Not
+    ``concurrent.futures``: importing it and ``multiprocessing`` cost more than the whole pool."""
     if jobs <= 1:
         for k in range(count):
             yield task(k)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+    import pickle
 
-    _TASK = task
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+    workers: list[tuple[int, Any]] = []
     try:
-        yield from pool.map(_call_task, range(count))
-    except BrokenProcessPool:
-        raise ProfilerError("a worker process reading the capture died (killed, or out of memory?); "
-                            "PROFILER_JOBS=1 reads it in one process.") from None
+        for w in range(jobs):
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: never returns
+                os.close(read_fd)
+                _serve(task, range(w, count, jobs), write_fd)
+            os.close(write_fd)
+            workers.append((pid, os.fdopen(read_fd, "rb")))
+        for k in range(count):
+            try:
+                kind, value = pickle.load(workers[k % jobs][1])
+            except (EOFError, pickle.UnpicklingError):
+                raise ProfilerError("a worker process reading the capture died (killed, or out of memory?); "
+                                    "PROFILER_JOBS=1 reads it in one process.") from None
+            if kind == "error":
+                raise value
+            yield value
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # a result not taken: the rest are not started
-        _TASK = None
+        for pid, pipe in workers:
+            pipe.close()  # a worker still writing gets EPIPE and ends
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+
+
+def _serve(task: Callable[[int], Any], indices: range, write_fd: int) -> None:
+    """A worker's life: each task's result (or exception) pickled down the pipe, then exit
+    without the parent's exit handlers or buffered output."""
+    import pickle
+
+    code = 0
+    try:
+        with os.fdopen(write_fd, "wb") as out:
+            for k in indices:
+                try:
+                    message: tuple[str, Any] = ("ok", task(k))
+                except BaseException as exc:  # noqa: BLE001  the parent raises it
+                    message = ("error", exc)
+                try:
+                    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+                except Exception:  # noqa: BLE001  an exception that does not pickle
+                    data = pickle.dumps(("error", ProfilerError(str(message[1]))))
+                out.write(data)
+                out.flush()
+                if message[0] == "error":
+                    break
+    except BaseException:  # noqa: BLE001  the parent went away (EPIPE) or we were interrupted
+        code = 1
+    finally:
+        os._exit(code)
 
 
 def _run(plan: _Plan, jobs: int) -> Folded:

@@ -286,3 +286,69 @@ def test_a_worker_that_dies_ends_the_report_with_one_sentence(tmp_path: Path) ->
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "worker process" in lines[0] and "died" in lines[0], result.stderr
+
+
+def _rows(columns: dict[str, list[int]]) -> fold.Rows:
+    import numpy as np
+
+    n = len(next(iter(columns.values())))
+    cols = {k: np.asarray(columns.get(k, [0] * n), dtype=np.uint64 if k in ("ip", "period", "last_time") else np.int64)
+            for k in ("event", "pid", "tid", "cpu", "comm", "gen", "misc", "chain_id", "ip", "count", "period",
+                      "last_time", "last_seq")}
+    return fold.Rows(**cols)
+
+
+def _as_set(rows: fold.Rows) -> set[tuple[int, ...]]:
+    names = [*fold.Rows.KEYS, "count", "period", "last_time", "last_seq"]
+    return set(zip(*(getattr(rows, k).tolist() for k in names)))
+
+
+def test_rows_fold_like_the_exact_group_by() -> None:
+    rng = random.Random(7)
+    n = 5000
+    cols = {k: [rng.randrange(4) for _ in range(n)] for k in fold.Rows.KEYS}
+    cols["ip"] = [rng.choice((0x401000, 0xFFFFFFFF81000000, 0x7F0000001234)) for _ in range(n)]
+    cols["count"] = [1] * n
+    cols["period"] = [rng.randrange(1, 1000) for _ in range(n)]
+    cols["last_time"] = [rng.randrange(50) for _ in range(n)]  # ties: the later file position wins
+    cols["last_seq"] = list(range(n))
+    rows = _rows(cols)
+    folded = rows.fold()
+    assert _as_set(folded) == _as_set(rows._fold_exact())
+    assert int(folded.count.sum()) == n and len(folded) < n
+
+
+def test_rows_whose_hashes_collide_stay_apart() -> None:
+    """Keys chosen so that their row hashes are equal (a crafted capture could do this): the
+    fold notices and groups by the exact keys."""
+    k0, k1 = (int(k) for k in fold._KEY_MULTIPLIERS[:2])
+    signed = [v - (1 << 64) if v >= 1 << 63 else v for v in (k0, k1)]
+    rows = _rows({"event": [signed[1], 0], "pid": [0, signed[0]], "count": [1, 1], "period": [3, 4],
+                  "last_time": [1, 2], "last_seq": [0, 1]})
+    h = [sum(int(getattr(rows, key)[i]) % (1 << 64) * int(m) for key, m in zip(fold.Rows.KEYS, fold._KEY_MULTIPLIERS))
+         % (1 << 64) for i in range(2)]
+    assert h[0] == h[1]  # the collision is real
+    folded = rows.fold()
+    assert len(folded) == 2 and sorted(folded.period.tolist()) == [3, 4]
+
+
+def test_the_worker_pool_gives_results_in_order_and_raises_a_workers_error() -> None:
+    from profiler.errors import FormatError
+
+    parent = os.getpid()
+    assert list(fold._map(lambda k: (k * k, os.getpid() != parent), 7, 3)) == [(k * k, True) for k in range(7)]
+
+    def failing(k: int) -> int:
+        if k == 4:
+            raise FormatError(f"chunk {k} is damaged.")
+        return k
+
+    before = _children()
+    with pytest.raises(FormatError, match="chunk 4 is damaged"):
+        list(fold._map(failing, 9, 2))
+    assert _children() <= before  # every worker was waited for
+
+
+def _children() -> set[str]:
+    return {pid for task in Path("/proc/self/task").iterdir()
+            for pid in (task / "children").read_text().split()}
