@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dump": ("dump", "Print every record of a capture, one line each (debugging)."),
     "list": ("list_events", "List the events this machine supports."),
 }
-# Commands that read no capture: they do without the perf.data reader (and numpy, which it imports).
+# Commands that read no capture: they do without the perf.data opener (and what it imports).
 READS_NO_CAPTURE = frozenset({"record", "stat", "list"})
 
 
@@ -50,7 +50,7 @@ class LazyGroup(click.Group):
         if entry is None:
             return None
         if cmd_name not in READS_NO_CAPTURE:
-            import profiler.format.perfdata  # noqa: F401  every command that reads a capture reads perf.data
+            import profiler.format.perf_data_opener  # noqa: F401  every command that reads a capture reads perf.data
         try:
             module = importlib.import_module(f"profiler.commands.{entry[0]}")
         except ModuleNotFoundError as exc:

@@ -26,7 +26,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,7 +47,7 @@ from profiler.format.tracepoint import TraceFormat
 from profiler.report.groupby import dense_ids, pair_ids
 from profiler.report.groupread import member_samples, reads_group
 from profiler.report.options import Filters, LoadOptions, time_bounds, time_mask  # noqa: F401 (re-exported)
-from profiler.format.perfdata import PerfDataReader  # noqa: F401  registers: perf.data opens as a capture
+from profiler.format import perf_data_opener  # noqa: F401  registers: perf.data opens as a capture
 from profiler.report.model import INLINED_SUFFIX, Frame, Location, Mapping, SourceLine, StackSample
 from profiler.report.replay import ReplayResult, replay
 from profiler.report.fold import Folded, check_cpu_filter
@@ -58,16 +58,10 @@ from profiler.report.symbols.resolver import UNKNOWN, FrameInfo, FrameTable, Res
 from profiler.report.tracepoints import filter_mask, is_tracepoint, parse_trace_filter, raw_payloads, trace_format
 from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS
 from profiler.report.unwind.arch import columns_for
-from profiler.report.unwind.driver import (
-    ROOTS,
-    UnwindStats,
-    chains_with_user_frames,
-    outer_is_root,
-    unwind_event_samples,
-)
-from profiler.report.unwind.sources import META_KIND as UNWIND_META
-from profiler.report.unwind.sources import TableSources
 from profiler.report.unwind.userdata import has_user_stacks
+
+if TYPE_CHECKING:
+    from profiler.report.unwind.driver import UnwindStats
 from profiler.report.symbols.kallsyms import KERNEL_DSO
 
 I64 = npt.NDArray[np.int64]
@@ -458,6 +452,8 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
     table = resolve_stacks(s, gen, reps, has_chains, resolver)
     warnings.extend(resolver.warnings)
     if unwound is not None:
+        from profiler.report.unwind.driver import ROOTS, outer_is_root
+
         unwound.count_roots(outer_is_root(stack, table.start, table.frames, resolver.frames, ROOTS))
 
     profile = Profile(
@@ -512,6 +508,11 @@ def unwind_dwarf(reader: CaptureReader, data: CaptureData, ev_index: int, s: Sam
     cols = columns_for(str(reader.header.get("arch", "")))
     if not has_user_stacks(layout) or cols is None or not len(s):
         return None
+    # the unwinder's modules are imported only for a capture that needs them
+    from profiler.report.unwind.driver import chains_with_user_frames, unwind_event_samples
+    from profiler.report.unwind.sources import META_KIND as UNWIND_META
+    from profiler.report.unwind.sources import TableSources
+
     vdso = [m.get("image") for m in reader.metadata("vdso")]
     image = vdso[-1] if vdso and isinstance(vdso[-1], (bytes, bytearray)) else None
     sources = TableSources(cols, packed=reader.metadata(UNWIND_META), symfs=options.symfs,

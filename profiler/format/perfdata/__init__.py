@@ -10,9 +10,7 @@ The facts come from tools/perf/Documentation/perf.data-file-format.txt and
 /usr/include/linux/perf_event.h; the tests compare with perf 6.1 on the same files.
 """
 
-from profiler.format.container import FOREIGN_READERS, PERF_DATA_MAGICS
+from profiler.format import perf_data_opener  # noqa: F401  registers: perf.data opens as a capture
 from profiler.format.perfdata.reader import PerfDataReader, is_perf_data
-
-FOREIGN_READERS.append((PERF_DATA_MAGICS, PerfDataReader))
 
 __all__ = ["PerfDataReader", "is_perf_data"]
