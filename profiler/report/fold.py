@@ -16,8 +16,8 @@ without one) — and its period. So the capture is read in two passes:
    and chains (by the same 128-bit chain hash) as they arrive, folding again whenever the rows
    kept have doubled.
 
-Pass 2 runs in worker processes (``fork``; ``PROFILER_JOBS``, default: the CPUs this process may
-use, at most 4) when the capture has several chunks, else in this process: the same function,
+Pass 2 runs in worker processes (``fork``; ``PROFILER_JOBS``, default: the idle CPUs this process
+may use, at most 4, see :func:`idle_cpus`) when the capture has several chunks, else in this process: the same function,
 the same merge, so both give identical rows. Memory is one chunk's columns per worker plus the
 distinct rows.
 
@@ -64,6 +64,7 @@ U64 = npt.NDArray[np.uint64]
 
 FOLD_CHUNK_BYTES = 2 << 20  # record bytes decoded at once by one process: their pages and columns
 MAX_JOBS = 4
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 T = TypeVar("T")
 
 
@@ -298,8 +299,21 @@ def _jobs(jobs: int | None, chunks: int) -> int:
         if env.isdigit() and int(env) > 0:
             jobs = int(env)
         else:
-            jobs = min(len(os.sched_getaffinity(0)), MAX_JOBS)
+            jobs = idle_cpus()
     return max(1, min(jobs, chunks))
+
+
+def idle_cpus() -> int:
+    """The default number of workers: the CPUs this process may use (at most ``MAX_JOBS``)
+    less the machine's load (the 1-minute average, rounded), at least 1. A worker on a CPU
+    another program keeps busy gains no time and costs its share of the work again: with one
+    of two CPUs busy the 1M-sample flat report took 1.09 s with two workers, 0.98 s with none."""
+    cpus = min(len(os.sched_getaffinity(0)), MAX_JOBS)
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    return max(1, min(cpus, int(len(os.sched_getaffinity(0)) - load + 0.5)))
 
 
 @dataclass
@@ -348,13 +362,14 @@ def _map(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
     import pickle
 
     workers: list[tuple[int, Any]] = []
+    parent = os.getpid()
     try:
         for w in range(jobs):
             read_fd, write_fd = os.pipe()
             pid = os.fork()
             if pid == 0:  # the worker: never returns
                 os.close(read_fd)
-                _serve(task, range(w, count, jobs), write_fd)
+                _serve(task, range(w, count, jobs), write_fd, parent)
             os.close(write_fd)
             workers.append((pid, os.fdopen(read_fd, "rb")))
         for k in range(count):
@@ -376,13 +391,18 @@ def _map(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
             os.waitpid(pid, 0)
 
 
-def _serve(task: Callable[[int], Any], indices: range, write_fd: int) -> None:
+def _serve(task: Callable[[int], Any], indices: range, write_fd: int, parent: int) -> None:
     """A worker's life: each task's result (or exception) pickled down the pipe, then exit
-    without the parent's exit handlers or buffered output."""
+    without the parent's exit handlers or buffered output. It dies with the parent (a report
+    killed by a timeout, or kill -9, leaves no worker computing for nobody)."""
+    import ctypes
     import pickle
 
     code = 0
     try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, 9)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(1)
         with os.fdopen(write_fd, "wb") as out:
             for k in indices:
                 try:

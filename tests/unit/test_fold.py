@@ -352,3 +352,45 @@ def test_the_worker_pool_gives_results_in_order_and_raises_a_workers_error() -> 
 def _children() -> set[str]:
     return {pid for task in Path("/proc/self/task").iterdir()
             for pid in (task / "children").read_text().split()}
+
+
+def test_workers_default_to_the_idle_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROFILER_JOBS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 4, 5})
+    for load, want in ((0.0, 4), (2.4, 4), (2.6, 3), (4.8, 1), (30.0, 1)):
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        assert fold._jobs(None, 100) == want
+    assert fold._jobs(None, 2) == 1 and fold._jobs(3, 100) == 3
+    monkeypatch.setenv("PROFILER_JOBS", "2")
+    assert fold._jobs(None, 100) == 2
+
+
+def test_workers_die_with_the_report(tmp_path: Path) -> None:
+    """A report killed with kill -9 (a timeout, the OOM killer) leaves no worker behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import os, sys, time\n"
+        "from profiler.report import fold\n"
+        "def task(k):\n"
+        f"    open({str(tmp_path)!r} + f'/worker-{{os.getpid()}}', 'w').close()\n"
+        "    time.sleep(60)\n"
+        "list(fold._map(task, 2, 2))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(tmp_path.glob("worker-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = [int(p.name.split("-")[1]) for p in tmp_path.glob("worker-*")]
+        assert len(pids) == 2
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
