@@ -17,7 +17,7 @@ without one) — and its period. So the capture is read in two passes:
    kept have doubled.
 
 Pass 2 runs in worker processes (``fork``; ``PROFILER_JOBS``, default: the idle CPUs this process
-may use, at most 4, see :func:`idle_cpus`) when the capture has several chunks, else in this process: the same function,
+may use and no other program keeps busy, at most 4: :func:`idle_cpus`) when the capture has several chunks, else in this process: the same function,
 the same merge, so both give identical rows. Memory is one chunk's columns per worker plus the
 distinct rows.
 
@@ -305,15 +305,22 @@ def _jobs(jobs: int | None, chunks: int) -> int:
 
 def idle_cpus() -> int:
     """The default number of workers: the CPUs this process may use (at most ``MAX_JOBS``)
-    less the machine's load (the 1-minute average, rounded), at least 1. A worker on a CPU
+    less the other threads running on the machine right now, at least 1. A worker on a CPU
     another program keeps busy gains no time and costs its share of the work again: with one
-    of two CPUs busy the 1M-sample flat report took 1.09 s with two workers, 0.98 s with none."""
-    cpus = min(len(os.sched_getaffinity(0)), MAX_JOBS)
+    of two CPUs busy the 1M-sample flat report took 1.09 s with two workers, 0.98 s with none.
+    (Not the load average: it lags by a minute, and counts the reports just run.)"""
+    allowed = len(os.sched_getaffinity(0))
+    return max(1, min(allowed, MAX_JOBS, allowed - _others_running()))
+
+
+def _others_running() -> int:
+    """Threads running or runnable now besides this one (/proc/loadavg's fourth field)."""
     try:
-        load = os.getloadavg()[0]
-    except OSError:
-        load = 0.0
-    return max(1, min(cpus, int(len(os.sched_getaffinity(0)) - load + 0.5)))
+        with open("/proc/loadavg", encoding="ascii") as f:
+            running = int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return max(0, running - 1)
 
 
 @dataclass

@@ -357,12 +357,17 @@ def _children() -> set[str]:
 def test_workers_default_to_the_idle_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PROFILER_JOBS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 4, 5})
-    for load, want in ((0.0, 4), (2.4, 4), (2.6, 3), (4.8, 1), (30.0, 1)):
-        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+    for others, want in ((0, 4), (2, 4), (3, 3), (5, 1), (30, 1)):
+        monkeypatch.setattr(fold, "_others_running", lambda others=others: others)
         assert fold._jobs(None, 100) == want
     assert fold._jobs(None, 2) == 1 and fold._jobs(3, 100) == 3
     monkeypatch.setenv("PROFILER_JOBS", "2")
     assert fold._jobs(None, 100) == 2
+
+
+def test_other_running_threads_are_read_from_proc_loadavg() -> None:
+    fields = Path("/proc/loadavg").read_text().split()
+    assert 0 <= fold._others_running() <= int(fields[3].split("/")[1])
 
 
 def test_workers_die_with_the_report(tmp_path: Path) -> None:
