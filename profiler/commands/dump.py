@@ -54,7 +54,7 @@ def _frame_line(frame: Frame) -> str:
     extra = ""
     if frame.kind == FRAME_META:
         kind, data = frame.meta()
-        extra = f" kind={kind} keys={','.join(sorted(data))}"
+        extra = f" kind={kind} keys={','.join(sorted(str(key) for key in data))}"  # any key type
     return f"frame {frame.seq} @{frame.offset} {frame.kind_name}{cpu} len={len(frame.payload)}{extra}\n"
 
 

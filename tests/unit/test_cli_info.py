@@ -47,6 +47,23 @@ def test_dump_one_line_per_record(tmp_path: Path) -> None:
     assert any(line.startswith("frame 1 ") and "meta" in line and "kind=buildids" in line for line in lines)
 
 
+def test_dump_lists_metadata_keys_of_any_type(tmp_path: Path) -> None:
+    """A metadata frame whose keys are not all strings (msgpack allows nil and integer keys;
+    the fuzzer made one) is listed, not a traceback."""
+    from profiler.format.container import CaptureWriter
+
+    from capture_factory import make_test_header
+
+    path = tmp_path / "c.prof"
+    writer = CaptureWriter.create(path, make_test_header())
+    writer.write_meta("buildids", {None: 1, 7: 2, "entries": []})
+    writer.close({"samples": 0})
+    result = run("dump", "-i", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "kind=buildids keys=7,None,entries" in result.stdout
+
+
 def test_truncated_capture_is_a_warning_and_exit_zero(tmp_path: Path) -> None:
     path = tmp_path / "c.prof"
     write_small_capture(path)
