@@ -6,15 +6,17 @@ byte writer that encodes them.
 all of it). The recorder needs only this module: it copies kernel records without decoding
 them, and its few synthesized records (COMM, FORK, MMAP, MMAP2 from /proc) are encoded from
 their fields with :func:`encode_fields`. Importing the record dataclasses would cost it about
-14 ms of CPU at every start (dataclasses generates and compiles each class's methods).
+14 ms of CPU at every start (dataclasses generates and compiles each class's methods); this
+module's two classes are plain :mod:`profiler.value` classes for the same reason.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
+
+from profiler.value import Frozen
 
 # --- enum perf_event_type -----------------------------------------------------------------
 PERF_RECORD_MMAP = 1
@@ -132,17 +134,19 @@ KIND_AUX = "aux"  # u64 size; char data[size]
 FIXED_KINDS = (KIND_U64, KIND_U32_PAIR)  # one word each
 
 
-@dataclass(frozen=True)
-class SampleField:
+class SampleField(Frozen):
     """One ``PERF_SAMPLE_*`` field: the bit(s) that select it, its name in perf_event.h, how
     it is laid out, the attributes of :class:`Sample` (or :class:`SampleId`) it fills, and
     the attr field that shapes it (``read_format``, ``sample_regs_user``, ...), if any."""
 
-    bit: int
-    name: str
-    kind: str
-    attrs: tuple[str, ...]
-    shaped_by: str = ""
+    __slots__ = _fields = ("bit", "name", "kind", "attrs", "shaped_by")
+
+    def __init__(self, bit: int, name: str, kind: str, attrs: tuple[str, ...], shaped_by: str = "") -> None:
+        self.bit = bit
+        self.name = name
+        self.kind = kind
+        self.attrs = attrs
+        self.shaped_by = shaped_by
 
 
 def _u64(bit: int, name: str) -> SampleField:
@@ -198,18 +202,31 @@ def popcount(value: int) -> int:
     return bin(value).count("1")
 
 
-@dataclass(frozen=True)
-class SampleLayout:
+class SampleLayout(Frozen):
     """What an event's attr says about the shape of its records."""
 
-    sample_type: int
-    read_format: int = 0
-    sample_id_all: bool = False
-    sample_regs_user: int = 0
-    sample_regs_intr: int = 0
-    branch_sample_type: int = 0
-    byte_order: str = "<"  # struct prefix: "<" little endian, ">" big endian
-    build_id: bool = False  # attr.build_id: this event asked for MMAP2's build-id form
+    _fields = ("sample_type", "read_format", "sample_id_all", "sample_regs_user", "sample_regs_intr",
+               "branch_sample_type", "byte_order", "build_id")
+
+    def __init__(
+        self,
+        sample_type: int,
+        read_format: int = 0,
+        sample_id_all: bool = False,
+        sample_regs_user: int = 0,
+        sample_regs_intr: int = 0,
+        branch_sample_type: int = 0,
+        byte_order: str = "<",  # struct prefix: "<" little endian, ">" big endian
+        build_id: bool = False,  # attr.build_id: this event asked for MMAP2's build-id form
+    ) -> None:
+        self.sample_type = sample_type
+        self.read_format = read_format
+        self.sample_id_all = sample_id_all
+        self.sample_regs_user = sample_regs_user
+        self.sample_regs_intr = sample_regs_intr
+        self.branch_sample_type = branch_sample_type
+        self.byte_order = byte_order
+        self.build_id = build_id
 
     @classmethod
     def from_attr(cls, attr: dict[str, Any], byte_order: str = "little") -> SampleLayout:

@@ -24,7 +24,6 @@ import stat
 import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from profiler.errors import (
 from profiler.format.bounded import Budget, inflate, peek_kind, unpack
 from profiler.format.buildid import is_build_id
 from profiler.format.validate import MetaError, check_header, check_meta, check_trailer
+from profiler.value import Frozen, Value
 
 # The metadata kinds this reader uses (docs/format.md); a frame of another kind is skipped.
 KNOWN_META_KINDS = frozenset({"buildids", "kallsyms", "kernel", "lost", "modules", "stats", "tracepoint_formats",
@@ -384,15 +384,26 @@ def _unlink_quietly(path: Path) -> None:
 # --- reader -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Frame:
-    kind: int
-    cpu: int
-    seq: int
-    offset: int  # file offset of the frame header
-    payload: memoryview
-    flags: int = 0
-    cut: bool = False  # the file ends inside this frame: its whole records kept, checksum unverified
+class Frame(Frozen):
+    __slots__ = _fields = ("kind", "cpu", "seq", "offset", "payload", "flags", "cut")
+
+    def __init__(
+        self,
+        kind: int,
+        cpu: int,
+        seq: int,
+        offset: int,  # file offset of the frame header
+        payload: memoryview,
+        flags: int = 0,
+        cut: bool = False,  # the file ends inside this frame: its whole records kept, checksum unverified
+    ) -> None:
+        self.kind = kind
+        self.cpu = cpu
+        self.seq = seq
+        self.offset = offset
+        self.payload = payload
+        self.flags = flags
+        self.cut = cut
 
     @property
     def kind_name(self) -> str:
@@ -410,14 +421,16 @@ class Frame:
         return obj["kind"], data if isinstance(data, dict) else {}
 
 
-@dataclass
-class Inflated:
+class Inflated(Value):
     """The RAW_ZSTD frames a reader inflated into RAW frames: their sequence numbers, stored
     (compressed) and inflated payload bytes."""
 
-    seqs: set[int] = field(default_factory=set)
-    stored: int = 0
-    inflated: int = 0
+    __slots__ = _fields = ("seqs", "stored", "inflated")
+
+    def __init__(self, seqs: set[int] | None = None, stored: int = 0, inflated: int = 0) -> None:
+        self.seqs: set[int] = set() if seqs is None else seqs
+        self.stored = stored
+        self.inflated = inflated
 
     def add(self, seq: int, stored: int, inflated: int) -> None:
         self.seqs.add(seq)
@@ -467,14 +480,24 @@ def _zstd() -> Any:
     return zstandard
 
 
-@dataclass
-class ScanResult:
-    frames: list[Frame] = field(default_factory=list)
-    clean_end: bool = False
-    trailer: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    data_end: int = 0  # offset just past the last good frame
-    frames_end: int = 0  # file offset just past the last good frame before the trailer
+class ScanResult(Value):
+    __slots__ = _fields = ("frames", "clean_end", "trailer", "warnings", "data_end", "frames_end")
+
+    def __init__(
+        self,
+        frames: list[Frame] | None = None,
+        clean_end: bool = False,
+        trailer: dict[str, Any] | None = None,
+        warnings: list[str] | None = None,
+        data_end: int = 0,  # offset just past the last good frame
+        frames_end: int = 0,  # file offset just past the last good frame before the trailer
+    ) -> None:
+        self.frames: list[Frame] = [] if frames is None else frames
+        self.clean_end = clean_end
+        self.trailer: dict[str, Any] = {} if trailer is None else trailer
+        self.warnings: list[str] = [] if warnings is None else warnings
+        self.data_end = data_end
+        self.frames_end = frames_end
 
 
 def describe_foreign(head: bytes) -> str:

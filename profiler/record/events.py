@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from profiler.errors import EventError, ProfilerError
+from profiler.value import Frozen
 from profiler.format.attr import (
     PERF_TYPE_HARDWARE,
     PERF_TYPE_HW_CACHE,
@@ -93,18 +93,32 @@ _RAW_RE = re.compile(r"^r([0-9a-fA-F]+)$")
 _PMU_RE = re.compile(r"^([A-Za-z0-9_.\-]+)/([^/]*)/$")
 
 
-@dataclass(frozen=True)
-class EventSpec:
+class EventSpec(Frozen):
     """One parsed event: the attr fields that select it, and the name to show for it."""
 
-    name: str
-    type: int
-    config: int
-    config1: int = 0
-    config2: int = 0
-    exclude_user: bool = False
-    exclude_kernel: bool = False
-    precise_ip: int = 0
+    __slots__ = _fields = (
+        "name", "type", "config", "config1", "config2", "exclude_user", "exclude_kernel", "precise_ip"
+    )
+
+    def __init__(
+        self,
+        name: str,
+        type: int,
+        config: int,
+        config1: int = 0,
+        config2: int = 0,
+        exclude_user: bool = False,
+        exclude_kernel: bool = False,
+        precise_ip: int = 0,
+    ) -> None:
+        self.name = name
+        self.type = type
+        self.config = config
+        self.config1 = config1
+        self.config2 = config2
+        self.exclude_user = exclude_user
+        self.exclude_kernel = exclude_kernel
+        self.precise_ip = precise_ip
 
 
 def hw_cache_events() -> dict[str, int]:
@@ -158,8 +172,7 @@ def apply_modifiers(spec: EventSpec, modifiers: str) -> EventSpec:
     if not modifiers:
         return spec
     user, kernel = "u" in modifiers, "k" in modifiers
-    return replace(
-        spec,
+    return spec.replace(
         name=f"{spec.name}:{modifiers}",
         exclude_user=kernel and not user,
         exclude_kernel=user and not kernel,
@@ -366,14 +379,16 @@ def parse_events(texts: Iterable[str]) -> list[EventSpec]:
     return specs
 
 
-@dataclass(frozen=True)
-class EventGroup:
+class EventGroup(Frozen):
     """One item of the ``-e`` list: a lone event (``braced`` False, one member) or a ``{...}``
     group whose first member is the leader."""
 
-    members: tuple[EventSpec, ...]
-    braced: bool = False
-    leader_sampling: bool = False  # ``:S``
+    __slots__ = _fields = ("members", "braced", "leader_sampling")
+
+    def __init__(self, members: tuple[EventSpec, ...], braced: bool = False, leader_sampling: bool = False) -> None:
+        self.members = members
+        self.braced = braced
+        self.leader_sampling = leader_sampling  # ``:S``
 
     @property
     def name(self) -> str:
@@ -410,7 +425,7 @@ def _with_group_modifiers(token: str, shared: str) -> EventSpec:
     modifiers do not rename the member."""
     name, own = split_modifiers(token)
     spec = apply_modifiers(_parse_base(name), own + "".join(c for c in shared if c not in own))
-    return replace(spec, name=token)
+    return spec.replace(name=token)
 
 
 def parse_event_groups(texts: Iterable[str]) -> list[EventGroup]:
@@ -459,10 +474,12 @@ def default_event() -> tuple[EventSpec, str | None]:
     return FALLBACK_EVENT, "notice: no hardware 'cycles' event on this machine, sampling 'cpu-clock' instead."
 
 
-@dataclass(frozen=True)
-class ListedEvent:
-    name: str
-    kind: str  # "Software event", "Hardware event", ...
+class ListedEvent(Frozen):
+    __slots__ = _fields = ("name", "kind")
+
+    def __init__(self, name: str, kind: str) -> None:
+        self.name = name
+        self.kind = kind  # "Software event", "Hardware event", ...
 
 
 def supported_events(probe_hardware: bool = True) -> list[ListedEvent]:

@@ -12,23 +12,25 @@ leader's sample (see docs/format.md and :mod:`profiler.report.groupread`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from profiler.format import abi as R
 from profiler.format.attr import perf_event_attr
 from profiler.record.events import EventSpec, parse_event_groups
+from profiler.value import Frozen
 
 GROUP_READ_FORMAT = R.PERF_FORMAT_GROUP | R.PERF_FORMAT_ID
 
 
-@dataclass(frozen=True)
-class Member:
+class Member(Frozen):
     """One event of the flat -e list and its place in its group."""
 
-    spec: EventSpec
-    leader: int  # index (in the flat list) of the group's leader; its own index for a leader
-    sampled: bool = True  # False for the members of a ':S' group: they only count
-    group_read: bool = False  # its group is read into every leader sample (':S')
+    __slots__ = _fields = ("spec", "leader", "sampled", "group_read")
+
+    def __init__(self, spec: EventSpec, leader: int, sampled: bool = True, group_read: bool = False) -> None:
+        self.spec = spec
+        self.leader = leader  # index (in the flat list) of the group's leader; its own index for a leader
+        self.sampled = sampled  # False for the members of a ':S' group: they only count
+        self.group_read = group_read  # its group is read into every leader sample (':S')
 
 
 def members_of(texts: Iterable[str]) -> list[Member]:

@@ -36,11 +36,11 @@ import re
 import struct
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from profiler.format import abi as R
+from profiler.value import Frozen, Value
 
 KALLSYMS = Path("/proc/kallsyms")
 KERNEL_DSO = "[kernel.kallsyms]"  # profiler.report.symbols.kallsyms.KERNEL_DSO
@@ -51,13 +51,15 @@ _HEAD_CHUNK = 64 << 10
 _U64_MAX = (1 << 64) - 1
 
 
-@dataclass(frozen=True)
-class Head:
+class Head(Frozen):
     """What the first lines of /proc/kallsyms say."""
 
-    text_address: int | None  # ``_text``, or None when missing or hidden
-    hidden: bool  # every address reads as zero (kptr_restrict, or no privilege)
-    lines: bytes  # the whole lines of the first chunk read
+    __slots__ = _fields = ("text_address", "hidden", "lines")
+
+    def __init__(self, text_address: int | None, hidden: bool, lines: bytes) -> None:
+        self.text_address = text_address  # ``_text``, or None when missing or hidden
+        self.hidden = hidden  # every address reads as zero (kptr_restrict, or no privilege)
+        self.lines = lines  # the whole lines of the first chunk read
 
 
 def read_head(path: Path = KALLSYMS) -> Head:
@@ -102,15 +104,17 @@ def _all_zero(lines: bytes) -> bool:
     return bool(lines)
 
 
-@dataclass(frozen=True)
-class SampleSpan:
+class SampleSpan(Frozen):
     """Where a SAMPLE record's ip and callchain are, the same for every event of a recording:
     ``ip`` the byte offset of the ip (or -1), ``callchain`` that of the callchain's ``nr``
     (or -1). None from :meth:`of` when the events disagree or a variable-size field comes
     first: then every word of a kernel-mode sample is looked at."""
 
-    ip: int
-    callchain: int
+    __slots__ = _fields = ("ip", "callchain")
+
+    def __init__(self, ip: int, callchain: int) -> None:
+        self.ip = ip
+        self.callchain = callchain
 
     @classmethod
     def of(cls, layouts: Iterable[R.SampleLayout]) -> SampleSpan | None:
@@ -143,14 +147,16 @@ def kernel_floor(word_bits: int = 64 if sys.maxsize > 2**32 else 32) -> int:
 # --- the subset -------------------------------------------------------------------------------
 
 
-@dataclass
-class _Table:
+class _Table(Value):
     """One table's lines as one blob (``\\n``-separated), stably sorted by address
     (fixed-width lower-case hex sorts as the numbers do). Lines are found by bisecting byte
     offsets, so the kernel's 100k+ lines are never split one by one."""
 
-    blob: bytes | mmap.mmap
-    width: int
+    __slots__ = _fields = ("blob", "width")
+
+    def __init__(self, blob: bytes | mmap.mmap, width: int) -> None:
+        self.blob = blob
+        self.width = width
 
     @classmethod
     def of(cls, blob: bytes | mmap.mmap, width: int) -> _Table:

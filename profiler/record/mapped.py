@@ -19,24 +19,26 @@ trusted as perf would.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.format.buildid import read_build_id
+from profiler.value import Value
 
 Identity = tuple[int, int, int, int]  # maj, min, ino, ino_generation (MMAP2's fields)
 
 MATCH, UNVERIFIABLE, REPLACED, UNREADABLE = "match", "unverifiable", "replaced", "unreadable"
 
 
-@dataclass
-class MappedFile:
+class MappedFile(Value):
     """One (path, inode) the recorded processes mapped, and what its file said."""
 
-    path: str
-    identity: Identity
-    build_id: str | None = None  # hex
-    state: str = UNREADABLE  # MATCH / UNVERIFIABLE: build_id is the mapped file's
+    __slots__ = _fields = ("path", "identity", "build_id", "state")
+
+    def __init__(self, path: str, identity: Identity, build_id: str | None = None, state: str = UNREADABLE) -> None:
+        self.path = path
+        self.identity = identity
+        self.build_id = build_id  # hex
+        self.state = state  # MATCH / UNVERIFIABLE: build_id is the mapped file's
 
     @property
     def known(self) -> bool:

@@ -1,13 +1,13 @@
-"""``profiler record`` options as one frozen dataclass, validated before anything is opened."""
+"""``profiler record`` options as one frozen value (profiler/value.py), validated before anything is opened."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from profiler.errors import UsageError
 from profiler.format.container import DEFAULT_CAPTURE
+from profiler.value import Frozen
 
 DEFAULT_FREQ = 4000  # perf's default; the docs say that higher rates slow the target
 DEFAULT_DATA_PAGES = 128  # 512 KiB per CPU with 4 KiB pages, like perf; 1 control page on top
@@ -17,8 +17,9 @@ MAX_SAMPLE_RATE = Path("/proc/sys/kernel/perf_event_max_sample_rate")
 MAX_STACK = Path("/proc/sys/kernel/perf_event_max_stack")
 
 
-@dataclass(frozen=True)
-class RecordOptions:
+class RecordOptions(Frozen):
+    """What ``profiler record`` was asked for. A class attribute holds each field's default."""
+
     command: tuple[str, ...] = ()
     pids: tuple[int, ...] = ()
     tids: tuple[int, ...] = ()
@@ -41,6 +42,60 @@ class RecordOptions:
     buildid_mmap: bool = False  # ask the kernel for build-ids in MMAP2 records (attr.build_id)
     compress: bool = True  # RAW_ZSTD frames (format 2.0); --no-compress: RAW frames (1.1)
     cmdline: tuple[str, ...] = ()
+
+    _fields = (
+        "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
+        "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
+        "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline",
+    )
+
+    def __init__(
+        self,
+        command: tuple[str, ...] = (),
+        pids: tuple[int, ...] = (),
+        tids: tuple[int, ...] = (),
+        system_wide: bool = False,
+        cpus: tuple[int, ...] | None = None,
+        duration: float | None = None,
+        events: tuple[str, ...] = (),
+        freq: int | None = None,
+        period: int | None = None,
+        callgraph: bool = False,
+        dwarf_stack_size: int | None = None,
+        callchain_max_stack: int | None = None,
+        user_only: bool = False,
+        kernel_only: bool = False,
+        data_pages: int = DEFAULT_DATA_PAGES,
+        output: str = DEFAULT_OUTPUT,
+        quiet: bool = False,
+        data_mmaps: bool = False,
+        inherit: bool = True,
+        buildid_mmap: bool = False,
+        compress: bool = True,
+        cmdline: tuple[str, ...] = (),
+    ) -> None:
+        self.command = command
+        self.pids = pids
+        self.tids = tids
+        self.system_wide = system_wide
+        self.cpus = cpus
+        self.duration = duration
+        self.events = events
+        self.freq = freq
+        self.period = period
+        self.callgraph = callgraph
+        self.dwarf_stack_size = dwarf_stack_size
+        self.callchain_max_stack = callchain_max_stack
+        self.user_only = user_only
+        self.kernel_only = kernel_only
+        self.data_pages = data_pages
+        self.output = output
+        self.quiet = quiet
+        self.data_mmaps = data_mmaps
+        self.inherit = inherit
+        self.buildid_mmap = buildid_mmap
+        self.compress = compress
+        self.cmdline = cmdline
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""

@@ -22,7 +22,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
-from dataclasses import dataclass, field, replace
 from types import FrameType, SimpleNamespace
 from typing import Any, TextIO
 
@@ -36,6 +35,7 @@ from profiler.record.groups import Member, configure, members_of
 from profiler.record.options import DEFAULT_FREQ, RecordOptions
 from profiler.record.session import OpenedEvent, Session
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
+from profiler.value import Value
 
 POLL_MS = 250  # also the longest a quiet buffer waits before it reaches the file
 # The recorder's scheduling slice while it drains (sched_setattr's sched_runtime for SCHED_OTHER,
@@ -61,16 +61,30 @@ SMALL_BUFFER = 64 << 10
 SAMPLE_BASE = R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PERF_SAMPLE_PERIOD
 
 
-@dataclass
-class RecordResult:
-    exit_code: int
-    path: str
-    samples: int
-    lost: int
-    bytes_written: int
-    lost_per_cpu: dict[int, int] = field(default_factory=dict)
-    notices: list[str] = field(default_factory=list)
-    stopped_by: int | None = None  # the SIGINT/SIGTERM that ended the recording
+class RecordResult(Value):
+    __slots__ = _fields = (
+        "exit_code", "path", "samples", "lost", "bytes_written", "lost_per_cpu", "notices", "stopped_by"
+    )
+
+    def __init__(
+        self,
+        exit_code: int,
+        path: str,
+        samples: int,
+        lost: int,
+        bytes_written: int,
+        lost_per_cpu: dict[int, int] | None = None,
+        notices: list[str] | None = None,
+        stopped_by: int | None = None,  # the SIGINT/SIGTERM that ended the recording
+    ) -> None:
+        self.exit_code = exit_code
+        self.path = path
+        self.samples = samples
+        self.lost = lost
+        self.bytes_written = bytes_written
+        self.lost_per_cpu: dict[int, int] = {} if lost_per_cpu is None else lost_per_cpu
+        self.notices: list[str] = [] if notices is None else notices
+        self.stopped_by = stopped_by
 
     def closing_line(self) -> str:
         mb = self.bytes_written / 1e6
@@ -170,7 +184,7 @@ def resolve_events(opts: RecordOptions) -> tuple[list[Member], list[str]]:
     else:
         spec, notice = default_event()
         members, notices = [Member(spec, 0)], [notice] if notice else []
-    return [replace(m, spec=_privilege_label(m.spec, opts)) for m in members], notices
+    return [m.replace(spec=_privilege_label(m.spec, opts)) for m in members], notices
 
 
 def _privilege_label(spec: EventSpec, opts: RecordOptions) -> EventSpec:
@@ -181,7 +195,7 @@ def _privilege_label(spec: EventSpec, opts: RecordOptions) -> EventSpec:
         return spec
     if split_modifiers(spec.name)[1]:
         return spec
-    return replace(spec, name=f"{spec.name}:{suffix}")
+    return spec.replace(name=f"{spec.name}:{suffix}")
 
 
 def resolve_cpus(opts: RecordOptions) -> list[int]:

@@ -21,7 +21,6 @@ import select
 import struct
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 from profiler.errors import EventError, PermissionDeniedError, ProfilerError, RecordError
 from profiler.format import abi as R
@@ -31,6 +30,7 @@ from profiler.record import perf_event
 from profiler.record.kallsyms import SampleSpan
 from profiler.record.mapped import MappedFiles
 from profiler.record.ringbuf import RingBuffer
+from profiler.value import Value
 
 _HDR = struct.Struct("=IHH")
 _U64 = struct.Struct("=Q")
@@ -73,27 +73,42 @@ def _kernel_mode(buf: bytes | memoryview, pos: int, size: int, n: int) -> Iterat
         i = flags.find(1, i + 1)
 
 
-@dataclass
-class StreamStats:
+class StreamStats(Value):
     """What the header walk saw: per record type counts, lost samples per CPU, mapped files.
 
     ``kernel_build_ids`` says whether our events asked for the build-id form of MMAP2
     (``--buildid-mmap``); otherwise the PERF_RECORD_MISC_MMAP_BUILD_ID flag may be another
     tool's (the kernel shares the record header between events) and is ignored."""
 
-    counts: dict[int, int] = field(default_factory=dict)
-    lost_per_cpu: dict[int, int] = field(default_factory=dict)
-    mapped: MappedFiles = field(default_factory=MappedFiles)
-    kernel_build_ids: bool = False
-    raw_bytes: int = 0
-    wakeups: int = 0
-    # the ip and callchain words of kernel-mode samples (profiler/record/kallsyms.py), collected
-    # when ``kernel_floor`` is set; kernel_code_addresses() are those from kernel_floor up to the
-    # callchain context markers
-    kernel_floor: int = 0
-    span: SampleSpan | None = None
-    kernel_addresses: set[int] = field(default_factory=set)
-    _kernel_words: list[bytes | memoryview] = field(default_factory=list, repr=False)
+    _fields = ("counts", "lost_per_cpu", "mapped", "kernel_build_ids", "raw_bytes", "wakeups", "kernel_floor",
+               "span", "kernel_addresses")
+    __slots__ = (*_fields, "_kernel_words")
+
+    def __init__(
+        self,
+        counts: dict[int, int] | None = None,
+        lost_per_cpu: dict[int, int] | None = None,
+        mapped: MappedFiles | None = None,
+        kernel_build_ids: bool = False,
+        raw_bytes: int = 0,
+        wakeups: int = 0,
+        kernel_floor: int = 0,
+        span: SampleSpan | None = None,
+        kernel_addresses: set[int] | None = None,
+    ) -> None:
+        self.counts: dict[int, int] = {} if counts is None else counts
+        self.lost_per_cpu: dict[int, int] = {} if lost_per_cpu is None else lost_per_cpu
+        self.mapped = MappedFiles() if mapped is None else mapped
+        self.kernel_build_ids = kernel_build_ids
+        self.raw_bytes = raw_bytes
+        self.wakeups = wakeups
+        # the ip and callchain words of kernel-mode samples (profiler/record/kallsyms.py), collected
+        # when ``kernel_floor`` is set; kernel_code_addresses() are those from kernel_floor up to the
+        # callchain context markers
+        self.kernel_floor = kernel_floor
+        self.span = span
+        self.kernel_addresses: set[int] = set() if kernel_addresses is None else kernel_addresses
+        self._kernel_words: list[bytes | memoryview] = []
 
     @property
     def samples(self) -> int:
@@ -183,13 +198,15 @@ class StreamStats:
         maj, mnr, ino, gen = _MMAP2_INODE.unpack_from(buf, pos + _MMAP2_BUILD_ID)
         self.mapped.seen(name, (maj, mnr, ino, gen))
 
-@dataclass
-class OpenedEvent:
+class OpenedEvent(Value):
     """One event spec as opened: its final attr and the kernel ids of all its fds."""
 
-    name: str
-    attr: perf_event_attr
-    ids: list[int] = field(default_factory=list)
+    __slots__ = _fields = ("name", "attr", "ids")
+
+    def __init__(self, name: str, attr: perf_event_attr, ids: list[int] | None = None) -> None:
+        self.name = name
+        self.attr = attr
+        self.ids: list[int] = [] if ids is None else ids
 
 
 class Session:

@@ -18,12 +18,12 @@ recording about 14 ms of CPU.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from profiler.format import abi as R
+from profiler.value import Frozen
 
 PROC = Path("/proc")
 KERNEL_PID = 0xFFFFFFFF  # perf's pid -1 for kernel maps, as the u32 it is on disk
@@ -32,18 +32,20 @@ PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
 MAP_SHARED, MAP_PRIVATE = 1, 2
 
 
-@dataclass(frozen=True)
-class MapEntry:
+class MapEntry(Frozen):
     """One line of /proc/PID/maps."""
 
-    start: int
-    end: int
-    perms: str
-    pgoff: int
-    maj: int
-    min: int
-    ino: int
-    path: str
+    __slots__ = _fields = ("start", "end", "perms", "pgoff", "maj", "min", "ino", "path")
+
+    def __init__(self, start: int, end: int, perms: str, pgoff: int, maj: int, min: int, ino: int, path: str) -> None:
+        self.start = start
+        self.end = end
+        self.perms = perms
+        self.pgoff = pgoff
+        self.maj = maj
+        self.min = min
+        self.ino = ino
+        self.path = path
 
     @property
     def prot(self) -> int:

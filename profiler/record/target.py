@@ -15,10 +15,10 @@ import shutil
 import signal
 import struct
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from profiler.errors import CommandNotFoundError, PermissionDeniedError, RecordError, UsageError
+from profiler.value import Frozen
 
 PROC = Path("/proc")
 
@@ -148,10 +148,12 @@ class Child:
         return os.WEXITSTATUS(status)
 
 
-@dataclass(frozen=True)
-class Thread:
-    pid: int  # thread group id
-    tid: int
+class Thread(Frozen):
+    __slots__ = _fields = ("pid", "tid")
+
+    def __init__(self, pid: int, tid: int) -> None:
+        self.pid = pid  # thread group id
+        self.tid = tid
 
 
 def _check_process(pid: int, what: str) -> Path:
