@@ -15,7 +15,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any, NamedTuple
 
 from profiler.commands._targets import cpu_list_option, id_list_option
 from profiler.errors import ProfilerError
@@ -27,20 +26,36 @@ from profiler.record.options import (
     parse_mmap_pages,
 )
 
+TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
+if TYPE_CHECKING:
+    from typing import Any
+
 FLAG, VALUE, MULTIPLE = "flag", "value", "multiple"
 
 
-class Option(NamedTuple):
+class Option:
     """One option: its names, the keyword it fills, and how it is read (FLAG: True when given;
     VALUE: the next argument, the last one given wins; MULTIPLE: a tuple of every one given)."""
 
-    names: tuple[str, ...]
-    dest: str
-    kind: str = FLAG
-    convert: Callable[[str], Any] = str  # str, int or float (click's types of the same names)
-    metavar: str | None = None
-    default: Any = None
-    help: str = ""
+    __slots__ = ("names", "dest", "kind", "convert", "metavar", "default", "help")
+
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        dest: str,
+        kind: str = FLAG,
+        convert: Callable[[str], Any] = str,  # str, int or float (click's types of the same names)
+        metavar: str | None = None,
+        default: Any = None,
+        help: str = "",
+    ) -> None:
+        self.names = names
+        self.dest = dest
+        self.kind = kind
+        self.convert = convert
+        self.metavar = metavar
+        self.default = default
+        self.help = help
 
     @property
     def unset(self) -> Any:

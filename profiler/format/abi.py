@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import struct
 from functools import cached_property
-from typing import Any
 
 from profiler.value import Frozen
+
+TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # --- enum perf_event_type -----------------------------------------------------------------
 PERF_RECORD_MMAP = 1

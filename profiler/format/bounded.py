@@ -14,11 +14,14 @@ its size, never by what it claims.
 from __future__ import annotations
 
 import zlib
-from typing import Any
 
 import msgpack
 
 from profiler.errors import FormatError
+
+TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_ARRAY = 1 << 20
 MAX_MAP = 1 << 18

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from typing import Any
 
 from profiler.errors import FormatError
 from profiler.format.attr import perf_event_attr
 from profiler.format.buildid import is_build_id
+
+TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 U16, U32, U64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 64) - 1
 MAX_EVENTS = 4096

@@ -19,10 +19,13 @@ trusted as perf would.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from profiler.format.buildid import read_build_id
 from profiler.value import Value
+
+TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 Identity = tuple[int, int, int, int]  # maj, min, ino, ino_generation (MMAP2's fields)
 

@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from types import FrameType, SimpleNamespace
-from typing import Any, TextIO
 
 from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageError
 from profiler.format import abi as R
@@ -36,6 +35,10 @@ from profiler.record.options import DEFAULT_FREQ, RecordOptions
 from profiler.record.session import OpenedEvent, Session
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
 from profiler.value import Value
+
+TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 POLL_MS = 250  # also the longest a quiet buffer waits before it reaches the file
 # The recorder's scheduling slice while it drains (sched_setattr's sched_runtime for SCHED_OTHER,

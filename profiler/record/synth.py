@@ -20,10 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 from profiler.format import abi as R
 from profiler.value import Frozen
+
+TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 PROC = Path("/proc")
 KERNEL_PID = 0xFFFFFFFF  # perf's pid -1 for kernel maps, as the u32 it is on disk

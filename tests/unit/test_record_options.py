@@ -130,20 +130,42 @@ def test_frequency_above_the_kernel_limit(monkeypatch: pytest.MonkeyPatch, tmp_p
 
 def test_record_imports_only_what_recording_needs() -> None:
     """Every recording pays for its imports in CPU time (the recorder's own CPU is a benchmark
-    row): the entry point reads a usual record command line and loads the recorder without
-    click, numpy, the record dataclasses (profiler.format.abi has what it needs) or the
-    register tables of --call-graph dwarf."""
+    row): the entry point reads a usual record command line and loads the recorder and its
+    zstd compressor without click, numpy, the record dataclasses (profiler.format.abi has what
+    it needs), the register tables of --call-graph dwarf, dataclasses, typing, or the
+    zstandard package's __init__ (with platform)."""
     import subprocess
     import sys
 
     code = ("import sys; import profiler.main, profiler.record.recorder; "
             "from profiler.commands import _record_args; "
+            "from profiler.format.container import zstd_compress; "
             "assert _record_args.parse(['-g', '-q', '-F', '999', '-o', 'x.prof', '--', 'true']); "
+            "assert zstd_compress(bytes(4096)); "
             "print(' '.join(sys.modules))")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 check=True).stdout.split())
     assert "profiler.record.recorder" in loaded and "profiler.format.abi" in loaded
-    assert not loaded & {"click", "numpy", "profiler.format.records", "profiler.format.regs", "difflib"}
+    assert "zstandard.backend_c" in loaded
+    assert not loaded & {"click", "numpy", "profiler.format.records", "profiler.format.regs", "difflib",
+                         "dataclasses", "typing", "zstandard", "platform"}
+
+
+def test_the_recorders_zstd_backend_writes_what_the_package_reads() -> None:
+    """The compressor the recorder loads without the zstandard package's __init__ writes
+    frames the package reads back (in another process: this one has the package loaded)."""
+    import subprocess
+    import sys
+
+    data = bytes(range(256)) * 64 + b"profiler" * 1000
+    code = ("import sys; from profiler.format.container import zstd_compress; "
+            "out = zstd_compress(sys.stdin.buffer.read()); "
+            "assert 'zstandard' not in sys.modules; sys.stdout.buffer.write(out)")
+    frame = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, check=True).stdout
+    import zstandard
+
+    assert len(frame) < len(data)
+    assert zstandard.ZstdDecompressor().decompress(frame) == data
 
 
 @pytest.mark.parametrize("args", [
