@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import signal
 import struct
 import time
@@ -33,10 +32,34 @@ def resolve_command(argv: tuple[str, ...]) -> str:
         if path.is_dir() or not os.access(path, os.X_OK):
             raise CommandNotFoundError(f"{name}: permission denied (not an executable file).")
         return name
-    found = shutil.which(name)
+    found = find_on_path(name)
     if found is None:
         raise CommandNotFoundError(f"{name}: command not found.")
     return found
+
+
+def find_on_path(name: str, path: str | None = None) -> str | None:
+    """The first ``PATH`` entry (``path`` if given) holding an executable non-directory ``name``,
+    joined to it; None if none does. What ``shutil.which`` answers on POSIX, without importing
+    shutil (with bz2, lzma and fnmatch: ~2.5 ms of CPU at every recording's start)."""
+    if path is None:
+        path = os.environ.get("PATH")
+        if path is None:
+            try:
+                path = os.confstr("CS_PATH")
+            except (AttributeError, ValueError):
+                path = os.defpath
+    if not path:  # PATH='' matches nothing; PATH=':' looks in the current directory
+        return None
+    seen: set[str] = set()
+    for entry in path.split(os.pathsep):
+        if entry in seen:
+            continue
+        seen.add(entry)
+        candidate = os.path.join(entry, name)
+        if os.access(candidate, os.F_OK | os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return None
 
 
 class Child:

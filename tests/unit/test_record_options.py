@@ -148,7 +148,7 @@ def test_record_imports_only_what_recording_needs() -> None:
     assert "profiler.record.recorder" in loaded and "profiler.format.abi" in loaded
     assert "zstandard.backend_c" in loaded
     assert not loaded & {"click", "numpy", "profiler.format.records", "profiler.format.regs", "difflib",
-                         "dataclasses", "typing", "zstandard", "platform"}
+                         "dataclasses", "typing", "zstandard", "platform", "shutil"}
 
 
 def test_the_recorders_zstd_backend_writes_what_the_package_reads() -> None:
