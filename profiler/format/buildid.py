@@ -20,7 +20,6 @@ import os
 import stat
 import struct
 from collections.abc import Iterator
-from pathlib import Path
 
 NT_GNU_BUILD_ID = 3
 PT_NOTE = 4
@@ -29,7 +28,7 @@ MAX_SHNUM = 4096
 ELF_MAGIC = b"\x7fELF"
 MAX_PHNUM = 512
 MAX_NOTE_BYTES = 1 << 16
-KERNEL_NOTES = Path("/sys/kernel/notes")
+KERNEL_NOTES = "/sys/kernel/notes"
 
 
 def iter_notes(data: bytes, byte_order: str = "<", align: int = 4) -> Iterator[tuple[int, bytes, bytes]]:
@@ -133,10 +132,11 @@ def _table(fd: int, offset: int, entsize: int, count: int, entry: struct.Struct,
     return [entry.unpack_from(data, i * entsize) for i in range(min(count, len(data) // entsize))]
 
 
-def kernel_build_id(notes_path: Path = KERNEL_NOTES) -> str | None:
+def kernel_build_id(notes_path: str | os.PathLike[str] = KERNEL_NOTES) -> str | None:
     """The running kernel's build-id (hex) from /sys/kernel/notes (None when absent)."""
     try:
-        data = notes_path.read_bytes()
+        with open(notes_path, "rb") as stream:
+            data = stream.read()
     except OSError:
         return None
     return build_id_from_notes(data, "=")

@@ -24,7 +24,6 @@ import stat
 import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 
 import msgpack
 
@@ -43,6 +42,7 @@ from profiler.value import Frozen, Value
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 # The metadata kinds this reader uses (docs/format.md); a frame of another kind is skipped.
@@ -101,7 +101,7 @@ PERF_DATA_MAGICS = (b"PERFILE2", b"2ELIFREP", b"PERFFILE")
 
 # Readers of other tools' files, chosen by their first 8 bytes: (magics, factory). The
 # perf.data reader registers itself here (profiler.format.perfdata, imported by the package).
-ForeignReader = Callable[[Path, "bytes | mmap.mmap"], "CaptureReader"]
+ForeignReader = Callable[["Path", "bytes | mmap.mmap"], "CaptureReader"]
 FOREIGN_READERS: list[tuple[tuple[bytes, ...], ForeignReader]] = []
 
 
@@ -130,7 +130,7 @@ class CaptureWriter:
     raised: everything written before stays readable.
     """
 
-    def __init__(self, fd: int, path: Path) -> None:
+    def __init__(self, fd: int, path: str) -> None:
         self._fd = fd
         self.path = path
         self.bytes_written = 0
@@ -150,7 +150,7 @@ class CaptureWriter:
         ``NAME.old``, as perf keeps ``perf.data.old``. A device or FIFO at ``path``
         (``/dev/null``) is written in place.
         """
-        target = Path(path)
+        target = os.fspath(path)  # the writer's paths are strings: pathlib is not imported to record
         try:
             special = not stat.S_ISREG(st_mode := os.lstat(target).st_mode) and not stat.S_ISLNK(st_mode)
         except FileNotFoundError:
@@ -160,21 +160,22 @@ class CaptureWriter:
         if special:
             return cls._create_in_place(target, header, version)
         try:
-            fd, tmp = _mkstemp(target.parent, f".{target.name}.", ".tmp")
+            directory, name = os.path.split(target)
+            fd, tmp = _mkstemp(directory or ".", f".{name}.", ".tmp")
         except OSError as exc:
             raise ProfilerError(f"cannot write the capture {target}: {exc.strerror}.") from None
         writer = cls(fd, target)
         try:
             writer._write_file_header(header, version)
-            _move_into_place(Path(tmp), target, keep_old)
+            _move_into_place(tmp, target, keep_old)
         except BaseException:
             writer.abort()
-            _unlink_quietly(Path(tmp))
+            _unlink_quietly(tmp)
             raise
         return writer
 
     @classmethod
-    def _create_in_place(cls, target: Path, header: dict[str, Any],
+    def _create_in_place(cls, target: str, header: dict[str, Any],
                          version: tuple[int, int]) -> CaptureWriter:
         try:
             fd = os.open(target, os.O_WRONLY | os.O_CLOEXEC)
@@ -195,7 +196,7 @@ class CaptureWriter:
         The trailer, if any, is cut off (``close`` writes a new one) and so is anything after
         the last good frame; sequence numbers continue. The file must be writable.
         """
-        target = Path(path)
+        target = os.fspath(path)
         reader = CaptureReader.open(target)
         if getattr(reader, "source_format", None) == "perf.data":
             reader.close()
@@ -347,11 +348,11 @@ class CaptureWriter:
         self.abort()
 
 
-def _mkstemp(directory: Path, prefix: str, suffix: str) -> tuple[int, str]:
+def _mkstemp(directory: str, prefix: str, suffix: str) -> tuple[int, str]:
     """``tempfile.mkstemp`` (mode 0600, never an existing file), without importing tempfile
     (with shutil and random) into the recorder."""
     for _ in range(100):
-        name = str(directory / f"{prefix}{os.urandom(6).hex()}{suffix}")
+        name = os.path.join(directory, f"{prefix}{os.urandom(6).hex()}{suffix}")
         try:
             return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), name
         except FileExistsError:
@@ -359,11 +360,11 @@ def _mkstemp(directory: Path, prefix: str, suffix: str) -> tuple[int, str]:
     raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(directory))
 
 
-def _move_into_place(tmp: Path, target: Path, keep_old: bool) -> None:
+def _move_into_place(tmp: str, target: str, keep_old: bool) -> None:
     """``tmp`` becomes ``target``; with ``keep_old`` what was at ``target`` (a file or the
     symlink itself, never what it points to) becomes ``target.old``. ``target`` names a file
     at every moment: the old one is hard-linked as ``.old`` before the new one replaces it."""
-    old = target.with_name(target.name + ".old")
+    old = target + ".old"
     try:
         if keep_old and os.path.lexists(target):
             if os.path.lexists(old):
@@ -377,7 +378,7 @@ def _move_into_place(tmp: Path, target: Path, keep_old: bool) -> None:
         raise ProfilerError(f"cannot write the capture {target}: {exc.strerror}.") from None
 
 
-def _unlink_quietly(path: Path) -> None:
+def _unlink_quietly(path: str) -> None:
     try:
         os.unlink(path)
     except OSError:
@@ -575,6 +576,8 @@ class CaptureReader:
     def open(cls, path: str | os.PathLike[str]) -> CaptureReader:
         """Open a capture; another tool's file opens with its registered reader (a perf.data
         file as a :class:`~profiler.format.perfdata.PerfDataReader`); ``-`` reads standard input."""
+        from pathlib import Path  # not at the top: the recorder, which imports this module, needs no pathlib
+
         target = Path(path)
         data = _spool_stdin() if str(path) == "-" else _map_file(target)
         for magics, make in FOREIGN_READERS:
@@ -585,6 +588,8 @@ class CaptureReader:
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str = "<memory>") -> CaptureReader:
+        from pathlib import Path
+
         header, frames_start, version = _parse_file_header(Path(name), data)
         return cls(Path(name), data, header, frames_start, version)
 

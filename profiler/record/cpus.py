@@ -7,9 +7,8 @@ metadata and synthesis code.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-ONLINE_CPUS = Path("/sys/devices/system/cpu/online")
+ONLINE_CPUS = "/sys/devices/system/cpu/online"
 
 
 def parse_cpu_list(text: str) -> list[int]:
@@ -26,6 +25,7 @@ def parse_cpu_list(text: str) -> list[int]:
 
 def online_cpus() -> list[int]:
     try:
-        return parse_cpu_list(ONLINE_CPUS.read_text())
+        with open(ONLINE_CPUS) as stream:
+            return parse_cpu_list(stream.read())
     except (OSError, ValueError):
         return list(range(os.cpu_count() or 1))

@@ -19,10 +19,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 from profiler.errors import EventError, ProfilerError
-from profiler.value import Frozen
 from profiler.format.attr import (
     PERF_TYPE_HARDWARE,
     PERF_TYPE_HW_CACHE,
@@ -31,6 +29,11 @@ from profiler.format.attr import (
     PERF_TYPE_TRACEPOINT,
     new_attr,
 )
+from profiler.value import Frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SOFTWARE_EVENTS: dict[str, int] = {
     "cpu-clock": 0,
@@ -83,8 +86,9 @@ HW_CACHE_OPS: dict[str, tuple[int, str]] = {
 }
 HW_CACHE_RESULT_ACCESS, HW_CACHE_RESULT_MISS = 0, 1
 
-TRACEFS_ROOTS: tuple[Path, ...] = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
-PMU_ROOT = Path("/sys/bus/event_source/devices")
+# pathlib is imported where tracepoints and PMUs are read: not in every recording's start-up
+TRACEFS_ROOTS: tuple[str, ...] = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+PMU_ROOT = "/sys/bus/event_source/devices"
 
 _MODIFIER_RE = re.compile(r"^[ukp]+$")
 _GROUP_RE = re.compile(r"^\{(.*)\}(?::(.*))?$", re.DOTALL)
@@ -186,7 +190,9 @@ def apply_modifiers(spec: EventSpec, modifiers: str) -> EventSpec:
 
 def tracefs_root() -> Path | None:
     """The mounted tracefs: /sys/kernel/tracing, or the older debugfs location."""
-    for root in TRACEFS_ROOTS:
+    from pathlib import Path
+
+    for root in map(Path, TRACEFS_ROOTS):
         if (root / "events").is_dir():
             return root
     return None
@@ -242,7 +248,7 @@ def iter_tracepoints(root: Path | None = None, subsystem: str | None = None) -> 
 
 def pmu_names() -> list[str]:
     try:
-        return sorted(p.name for p in PMU_ROOT.iterdir())
+        return sorted(os.listdir(PMU_ROOT))
     except OSError:
         return []
 
@@ -286,7 +292,9 @@ def _pmu_terms(pmu_dir: Path, terms_text: str) -> list[tuple[str, int]]:
 
 
 def parse_pmu_event(pmu: str, terms_text: str) -> EventSpec:
-    pmu_dir = PMU_ROOT / pmu
+    from pathlib import Path
+
+    pmu_dir = Path(PMU_ROOT) / pmu
     display = f"{pmu}/{terms_text}/"
     try:
         pmu_type = int((pmu_dir / "type").read_text().strip())
@@ -314,9 +322,8 @@ def parse_pmu_event(pmu: str, terms_text: str) -> EventSpec:
 def iter_pmu_events() -> Iterator[str]:
     """``pmu/alias/`` for every named event a PMU publishes in sysfs."""
     for pmu in pmu_names():
-        events_dir = PMU_ROOT / pmu / "events"
         try:
-            names = sorted(p.name for p in events_dir.iterdir())
+            names = sorted(os.listdir(os.path.join(PMU_ROOT, pmu, "events")))
         except OSError:
             continue
         for name in names:

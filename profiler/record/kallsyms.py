@@ -36,7 +36,6 @@ import re
 import struct
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 
 from profiler.format import abi as R
 from profiler.value import Frozen, Value
@@ -45,7 +44,9 @@ TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profile
 if TYPE_CHECKING:
     from typing import Any
 
-KALLSYMS = Path("/proc/kallsyms")
+    StrPath = str | os.PathLike[str]
+
+KALLSYMS = "/proc/kallsyms"
 KERNEL_DSO = "[kernel.kallsyms]"  # profiler.report.symbols.kallsyms.KERNEL_DSO
 PAGE_SIZE = 4096
 PACKED_VERSION = 1  # profiler.report.symbols.table.PACKED_VERSION
@@ -65,7 +66,7 @@ class Head(Frozen):
         self.lines = lines  # the whole lines of the first chunk read
 
 
-def read_head(path: Path = KALLSYMS) -> Head:
+def read_head(path: StrPath = KALLSYMS) -> Head:
     """``_text`` and the hidden flag, reading no further than needed (``_text`` is near the
     start: the kernel generates the file as it is read, so the rest costs nothing)."""
     seen = b""
@@ -334,8 +335,8 @@ def count(packed: dict[str, Any]) -> int:
     return int(packed["kernel"]["count"]) + sum(int(t["count"]) for t in packed["modules"].values())
 
 
-def read_subset(addresses: Iterable[int], path: Path = KALLSYMS, *, head: Head | None = None,
-                cache: Path | None = None) -> dict[str, Any] | None:
+def read_subset(addresses: Iterable[int], path: StrPath = KALLSYMS, *, head: Head | None = None,
+                cache: StrPath | None = None) -> dict[str, Any] | None:
     """:func:`subset` of this machine's kallsyms, or None when it cannot be read or hides
     its addresses. No address, no reading: the tables are empty.
 
@@ -351,7 +352,8 @@ def read_subset(addresses: Iterable[int], path: Path = KALLSYMS, *, head: Head |
         if kept is not None:
             return kept
     try:
-        text = path.read_bytes()
+        with open(path, "rb") as stream:
+            text = stream.read()
     except OSError:
         return None
     head_now = text[:_HEAD_CHUNK]
@@ -364,26 +366,27 @@ def read_subset(addresses: Iterable[int], path: Path = KALLSYMS, *, head: Head |
 
 # --- the kernel's own lines, kept for this boot -------------------------------------------------
 
-BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 _CACHE_PREFIX = "kernel-"
 
 
-def cache_file(build_id: str | None, cache_root: Path | None = None) -> Path | None:
+def cache_file(build_id: str | None, cache_root: StrPath | None = None) -> str | None:
     """Where this boot's kernel lines are kept: keyed by the kernel's build-id and the boot id
     (KASLR moves the kernel at each boot); None without either."""
     if not build_id:
         return None
     try:
-        boot = BOOT_ID.read_text().strip()
+        with open(BOOT_ID) as stream:
+            boot = stream.read().strip()
     except OSError:
         return None
     if not re.fullmatch(r"[0-9a-fA-F-]{8,64}", boot) or not re.fullmatch(r"[0-9a-fA-F]{2,128}", build_id):
         return None
     if cache_root is None:
-        from profiler.cache import cache_dir
+        from profiler.cache import cache_root as root
 
-        cache_root = cache_dir()
-    return cache_root / "kallsyms" / f"{_CACHE_PREFIX}{build_id}-{boot}.txt"
+        cache_root = root()
+    return os.path.join(cache_root, "kallsyms", f"{_CACHE_PREFIX}{build_id}-{boot}.txt")
 
 
 def _kernel_lines(text: bytes) -> bytes:
@@ -392,7 +395,7 @@ def _kernel_lines(text: bytes) -> bytes:
     return text if tab < 0 else text[: text.rfind(b"\n", 0, tab) + 1]
 
 
-def _from_cache(cache: Path, first_lines: bytes, addresses: set[int]) -> dict[str, Any] | None:
+def _from_cache(cache: StrPath, first_lines: bytes, addresses: set[int]) -> dict[str, Any] | None:
     """The subset from the kept lines, if they start as /proc/kallsyms starts now and every
     address is in the kernel's own span. The file is mapped, not read: a look-up touches a
     few pages of it."""
@@ -412,17 +415,22 @@ def _from_cache(cache: Path, first_lines: bytes, addresses: set[int]) -> dict[st
         return None
 
 
-def _write_cache(cache: Path, text: bytes) -> None:
+def _write_cache(cache: StrPath, text: bytes) -> None:
     """The kernel's own lines (those before the first module line), mode 0600; the files of
     earlier boots are removed. Cache trouble is never an error."""
     kernel = _kernel_lines(text)
     try:
-        if cache.exists():
+        if os.path.exists(cache):
             return
-        cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for old in cache.parent.glob(f"{_CACHE_PREFIX}*.txt"):
-            old.unlink(missing_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
+        directory, name = os.path.split(cache)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        for old in os.listdir(directory):
+            if old.startswith(_CACHE_PREFIX) and old.endswith(".txt"):
+                try:
+                    os.unlink(os.path.join(directory, old))
+                except FileNotFoundError:
+                    pass
+        tmp = os.path.join(directory, f".{name}.{os.getpid()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with open(fd, "wb") as stream:
             stream.write(kernel)

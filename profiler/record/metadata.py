@@ -12,14 +12,13 @@ import ctypes
 import os
 import time
 from collections.abc import Iterable
-from pathlib import Path
 
 from profiler.format.header import machine_facts
 from profiler.format.buildid import kernel_build_id
-from profiler.record.synth import read_maps
+from profiler.record.synth import parse_maps_line
 
-MODULES = Path("/proc/modules")
-KPTR_RESTRICT = Path("/proc/sys/kernel/kptr_restrict")
+MODULES = "/proc/modules"
+KPTR_RESTRICT = "/proc/sys/kernel/kptr_restrict"
 from profiler.record.cpus import ONLINE_CPUS as ONLINE_CPUS  # noqa: E402 - re-exported
 from profiler.record.cpus import online_cpus as online_cpus  # noqa: E402
 from profiler.record.cpus import parse_cpu_list as parse_cpu_list  # noqa: E402
@@ -52,16 +51,18 @@ def build_header(
     return header
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: str | os.PathLike[str]) -> str:
     try:
-        return path.read_text(errors="replace")
+        with open(path, errors="replace") as stream:
+            return stream.read()
     except OSError:
         return ""
 
 
 def kptr_restrict() -> int:
     try:
-        return int(KPTR_RESTRICT.read_text().strip())
+        with open(KPTR_RESTRICT) as stream:
+            return int(stream.read().strip())
     except (OSError, ValueError):
         return -1
 
@@ -76,12 +77,17 @@ def kernel_info() -> dict[str, Any]:
 
 
 def vdso_image() -> dict[str, Any] | None:
-    """The bytes of our own ``[vdso]`` mapping (readable memory of this process)."""
-    for entry in read_maps(os.getpid()):
-        if entry.path == "[vdso]":
-            image = ctypes.string_at(entry.start, entry.end - entry.start)
-            return {"image": image, "arch": os.uname().machine}
-    return None
+    """The bytes of our own ``[vdso]`` mapping (readable memory of this process). Only its
+    line of our maps is parsed: the recorder's own ~120 mappings are nothing to it."""
+    text = _read_text(f"/proc/{os.getpid()}/maps")
+    at = text.find(" [vdso]\n")
+    if at < 0 and text.endswith(" [vdso]"):
+        at = len(text) - len(" [vdso]")
+    entry = parse_maps_line(text[text.rfind("\n", 0, at) + 1:at + len(" [vdso]")]) if at >= 0 else None
+    if entry is None or entry.path != "[vdso]":
+        return None
+    image = ctypes.string_at(entry.start, entry.end - entry.start)
+    return {"image": image, "arch": os.uname().machine}
 
 
 def tracepoint_formats(names: Iterable[str]) -> dict[str, Any]:
@@ -93,7 +99,7 @@ def tracepoint_formats(names: Iterable[str]) -> dict[str, Any]:
     entries = []
     for name in names:
         subsystem, _, event = name.partition(":")
-        text = _read_text(root / "events" / subsystem / event / "format") if root else ""
+        text = _read_text(os.path.join(root, "events", subsystem, event, "format")) if root else ""
         if text:
             entries.append({"event": name, "format": text})
     return {"entries": entries}

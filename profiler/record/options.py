@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from profiler.errors import UsageError
 from profiler.format.container import DEFAULT_CAPTURE
@@ -13,8 +12,8 @@ DEFAULT_FREQ = 4000  # perf's default; the docs say that higher rates slow the t
 DEFAULT_DATA_PAGES = 128  # 512 KiB per CPU with 4 KiB pages, like perf; 1 control page on top
 DWARF_DATA_PAGES = 512  # --call-graph dwarf: each sample carries up to 8 KiB of stack, so 2 MiB per CPU
 DEFAULT_OUTPUT = DEFAULT_CAPTURE
-MAX_SAMPLE_RATE = Path("/proc/sys/kernel/perf_event_max_sample_rate")
-MAX_STACK = Path("/proc/sys/kernel/perf_event_max_stack")
+MAX_SAMPLE_RATE = "/proc/sys/kernel/perf_event_max_sample_rate"
+MAX_STACK = "/proc/sys/kernel/perf_event_max_stack"
 
 
 class RecordOptions(Frozen):
@@ -126,11 +125,16 @@ class RecordOptions(Frozen):
             raise UsageError("-C needs at least one CPU.")
 
 
+def _read_text(path: str) -> str:
+    with open(path) as stream:
+        return stream.read()
+
+
 def _check_freq(freq: int) -> None:
     if freq <= 0:
         raise UsageError("-F HZ must be a positive sampling frequency.")
     try:
-        limit = int(MAX_SAMPLE_RATE.read_text().strip())
+        limit = int(_read_text(MAX_SAMPLE_RATE).strip())
     except (OSError, ValueError):
         return
     if freq > limit:
@@ -144,7 +148,7 @@ def _check_max_stack(depth: int) -> None:
     if not 1 <= depth <= 0xFFFF:
         raise UsageError("--callchain-max-stack must be between 1 and 65535.")
     try:
-        limit = int(MAX_STACK.read_text().strip())
+        limit = int(_read_text(MAX_STACK).strip())
     except (OSError, ValueError):
         return
     if depth > limit:

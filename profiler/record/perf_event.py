@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from pathlib import Path
 
 from profiler.errors import EventError, PermissionDeniedError, RecordError
 from profiler.format.attr import PERF_ATTR_SIZE_VER7, perf_event_attr
@@ -64,7 +63,7 @@ PERF_EVENT_IOC_PERIOD = _IOW("$", 4, _U64)
 PERF_EVENT_IOC_SET_OUTPUT = _IO("$", 5)
 PERF_EVENT_IOC_ID = _IOR("$", 7, _PTR)  # _IOR('$', 7, __u64 *): the size is a pointer's
 
-PARANOID_PATH = Path("/proc/sys/kernel/perf_event_paranoid")
+PARANOID_PATH = "/proc/sys/kernel/perf_event_paranoid"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -183,7 +182,8 @@ def event_id(fd: int) -> int:
 
 def read_paranoid() -> int | None:
     try:
-        return int(PARANOID_PATH.read_text().strip())
+        with open(PARANOID_PATH) as stream:
+            return int(stream.read().strip())
     except (OSError, ValueError):
         return None
 

@@ -18,7 +18,7 @@ recording about 14 ms of CPU.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+import os
 from types import SimpleNamespace
 
 from profiler.format import abi as R
@@ -28,7 +28,7 @@ TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profile
 if TYPE_CHECKING:
     from typing import Any
 
-PROC = Path("/proc")
+PROC = "/proc"
 KERNEL_PID = 0xFFFFFFFF  # perf's pid -1 for kernel maps, as the u32 it is on disk
 KERNEL_MAP_NAME = "[kernel.kallsyms]_text"
 PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
@@ -89,9 +89,10 @@ def parse_maps_line(line: str) -> MapEntry | None:
         return None
 
 
-def read_maps(pid: int, proc: Path = PROC) -> list[MapEntry]:
+def read_maps(pid: int, proc: str | os.PathLike[str] = PROC) -> list[MapEntry]:
     try:
-        text = (proc / str(pid) / "maps").read_text(errors="replace")
+        with open(os.path.join(proc, str(pid), "maps"), errors="replace") as stream:
+            text = stream.read()
     except OSError:
         return []
     return [e for e in map(parse_maps_line, text.splitlines()) if e is not None]
@@ -102,23 +103,24 @@ def mapping_name(entry: MapEntry) -> str:
     return entry.path or "//anon"
 
 
-def read_comm(pid: int, tid: int | None = None, proc: Path = PROC) -> str | None:
-    base = proc / str(pid) if tid is None else proc / str(pid) / "task" / str(tid)
+def read_comm(pid: int, tid: int | None = None, proc: str | os.PathLike[str] = PROC) -> str | None:
+    base = os.path.join(proc, str(pid)) if tid is None else os.path.join(proc, str(pid), "task", str(tid))
     try:
-        return (base / "comm").read_text(errors="replace").rstrip("\n")
+        with open(os.path.join(base, "comm"), errors="replace") as stream:
+            return stream.read().rstrip("\n")
     except OSError:
         return None
 
 
-def thread_ids(pid: int, proc: Path = PROC) -> list[int]:
+def thread_ids(pid: int, proc: str | os.PathLike[str] = PROC) -> list[int]:
     try:
-        return sorted(int(t.name) for t in (proc / str(pid) / "task").iterdir() if t.name.isdigit())
+        return sorted(int(t) for t in os.listdir(os.path.join(proc, str(pid), "task")) if t.isdigit())
     except OSError:
         return []
 
 
-def all_pids(proc: Path = PROC) -> list[int]:
-    return sorted(int(p.name) for p in proc.iterdir() if p.name.isdigit())
+def all_pids(proc: str | os.PathLike[str] = PROC) -> list[int]:
+    return sorted(int(p) for p in os.listdir(proc) if p.isdigit())
 
 
 def _record(rtype: int, misc: int, sample_id: SimpleNamespace, **fields: Any) -> SimpleNamespace:
@@ -134,7 +136,7 @@ def _comm(pid: int, tid: int, comm: str, misc: int, ident: int) -> SimpleNamespa
 
 
 def process_records(
-    pid: int, ident: int, *, data_mmaps: bool = False, proc: Path = PROC
+    pid: int, ident: int, *, data_mmaps: bool = False, proc: str | os.PathLike[str] = PROC
 ) -> Iterator[SimpleNamespace]:
     """COMM (+ FORK per extra thread) and MMAP2 records for one running process."""
     comm = read_comm(pid, proc=proc)

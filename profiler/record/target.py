@@ -14,22 +14,20 @@ import os
 import signal
 import struct
 import time
-from pathlib import Path
 
 from profiler.errors import CommandNotFoundError, PermissionDeniedError, RecordError, UsageError
 from profiler.value import Frozen
 
-PROC = Path("/proc")
+PROC = "/proc"
 
 
 def resolve_command(argv: tuple[str, ...]) -> str:
     """The executable ``argv[0]`` names, found like execvp would; or a one-sentence error."""
     name = argv[0]
     if "/" in name:
-        path = Path(name)
-        if not path.exists():
+        if not os.path.exists(name):
             raise CommandNotFoundError(f"{name}: command not found.")
-        if path.is_dir() or not os.access(path, os.X_OK):
+        if os.path.isdir(name) or not os.access(name, os.X_OK):
             raise CommandNotFoundError(f"{name}: permission denied (not an executable file).")
         return name
     found = find_on_path(name)
@@ -179,10 +177,10 @@ class Thread(Frozen):
         self.tid = tid
 
 
-def _check_process(pid: int, what: str) -> Path:
-    path = PROC / str(pid)
+def _check_process(pid: int, what: str) -> str:
+    path = os.path.join(PROC, str(pid))
     try:
-        st = path.stat()
+        st = os.stat(path)
     except FileNotFoundError:
         raise RecordError(f"{what} {pid} does not exist.") from None
     euid = os.geteuid()
@@ -195,7 +193,9 @@ def _check_process(pid: int, what: str) -> Path:
 
 def tgid_of(tid: int) -> int:
     try:
-        for line in (PROC / str(tid) / "status").read_text().splitlines():
+        with open(os.path.join(PROC, str(tid), "status")) as stream:
+            lines = stream.read().splitlines()
+        for line in lines:
             if line.startswith("Tgid:"):
                 return int(line.split()[1])
     except (OSError, ValueError, IndexError):
@@ -211,7 +211,7 @@ def threads_of_processes(pids: tuple[int, ...]) -> list[Thread]:
         if tgid_of(pid) != pid:
             raise UsageError(f"{pid} is a thread of process {tgid_of(pid)}, not a process: use -t {pid}.")
         try:
-            tids = sorted(int(t.name) for t in (path / "task").iterdir())
+            tids = sorted(int(t) for t in os.listdir(os.path.join(path, "task")))
         except OSError:
             raise RecordError(f"process {pid} does not exist.") from None
         out.extend(Thread(pid, tid) for tid in tids)

@@ -74,7 +74,8 @@ def resolve_cpus(opts: StatOptions) -> list[int]:
 
 def comm_of(tid: int) -> str:
     try:
-        return (PROC / str(tid) / "comm").read_text().strip()
+        with open(os.path.join(PROC, str(tid), "comm")) as stream:
+            return stream.read().strip()
     except OSError:
         return "?"
 

@@ -200,8 +200,10 @@ def test_the_kernel_lines_are_kept_for_this_boot(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(K, "BOOT_ID", boot)
     source = tmp_path / "kallsyms"
     source.write_text(TEXT)
-    cache = K.cache_file("ab" * 20, tmp_path / "cache")
-    assert cache is not None and cache.name == f"kernel-{'ab' * 20}-0f3c2a1e-1111-2222-3333-444455556666.txt"
+    kept = K.cache_file("ab" * 20, tmp_path / "cache")
+    assert kept is not None
+    cache = Path(kept)
+    assert cache.name == f"kernel-{'ab' * 20}-0f3c2a1e-1111-2222-3333-444455556666.txt"
     stale = cache.with_name("kernel-cd-earlier-boot.txt")
     stale.parent.mkdir(parents=True)
     stale.write_text("x")
