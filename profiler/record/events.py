@@ -17,7 +17,6 @@ carries every member's count (PERF_SAMPLE_READ with PERF_FORMAT_GROUP).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Iterator
 
 from profiler.errors import EventError, ProfilerError
@@ -33,6 +32,7 @@ from profiler.value import Frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
     from pathlib import Path
 
 SOFTWARE_EVENTS: dict[str, int] = {
@@ -90,11 +90,18 @@ HW_CACHE_RESULT_ACCESS, HW_CACHE_RESULT_MISS = 0, 1
 TRACEFS_ROOTS: tuple[str, ...] = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 PMU_ROOT = "/sys/bus/event_source/devices"
 
-_MODIFIER_RE = re.compile(r"^[ukp]+$")
-_GROUP_RE = re.compile(r"^\{(.*)\}(?::(.*))?$", re.DOTALL)
-_GROUP_MODIFIER_RE = re.compile(r"^[ukpS]+$")
-_RAW_RE = re.compile(r"^r([0-9a-fA-F]+)$")
-_PMU_RE = re.compile(r"^([A-Za-z0-9_.\-]+)/([^/]*)/$")
+# matched with _match: re is imported only where an -e list or modifiers are read
+_MODIFIER_RE = r"^[ukp]+$"
+_GROUP_RE = r"(?s)^\{(.*)\}(?::(.*))?$"
+_GROUP_MODIFIER_RE = r"^[ukpS]+$"
+_RAW_RE = r"^r([0-9a-fA-F]+)$"
+_PMU_RE = r"^([A-Za-z0-9_.\-]+)/([^/]*)/$"
+
+
+def _match(pattern: str, text: str) -> re.Match[str] | None:
+    import re  # not at the top: a recording of the default event parses no event names
+
+    return re.match(pattern, text)
 
 
 class EventSpec(Frozen):
@@ -167,7 +174,7 @@ def split_event_list(text: str) -> list[str]:
 def split_modifiers(token: str) -> tuple[str, str]:
     """``cycles:u`` -> (``cycles``, ``u``); ``sched:sched_switch`` keeps its colon."""
     head, sep, tail = token.rpartition(":")
-    if sep and head and _MODIFIER_RE.match(tail):
+    if sep and head and _match(_MODIFIER_RE, tail):
         return head, tail
     return token, ""
 
@@ -363,10 +370,10 @@ def _parse_base(name: str) -> EventSpec:
         return EventSpec(name, PERF_TYPE_HARDWARE, HARDWARE_EVENTS[name])
     if name in HW_CACHE_EVENTS:
         return EventSpec(name, PERF_TYPE_HW_CACHE, HW_CACHE_EVENTS[name])
-    raw = _RAW_RE.match(name)
+    raw = _match(_RAW_RE, name)
     if raw:
         return EventSpec(name, PERF_TYPE_RAW, int(raw.group(1), 16))
-    pmu = _PMU_RE.match(name)
+    pmu = _match(_PMU_RE, name)
     if pmu:
         return parse_pmu_event(pmu.group(1), pmu.group(2))
     if ":" in name:
@@ -406,7 +413,7 @@ class EventGroup(Frozen):
 
 def parse_group(token: str) -> EventGroup:
     """``{a,b}`` / ``{a,b}:u`` / ``{a,b}:S`` or a lone event."""
-    match = _GROUP_RE.match(token)
+    match = _match(_GROUP_RE, token)
     if match is None:
         if "{" in token or "}" in token:
             raise EventError(f"unbalanced braces in the event group '{token}'.")
@@ -415,7 +422,7 @@ def parse_group(token: str) -> EventGroup:
             raise EventError(f"':S' (leader sampling) applies to a group, as in '{{{name[:-2]},...}}:S'.")
         return EventGroup((parse_event(token),))
     inner, modifiers = match.group(1), match.group(2) or ""
-    if match.group(2) is not None and not _GROUP_MODIFIER_RE.match(modifiers):
+    if match.group(2) is not None and not _match(_GROUP_MODIFIER_RE, modifiers):
         raise EventError(f"unknown modifier ':{modifiers}' after the event group (u, k, p and S are known).")
     tokens = split_event_list(inner)
     if not inner.strip() or not all(tokens):

@@ -32,7 +32,6 @@ import itertools
 import mmap
 import operator
 import os
-import re
 import struct
 import sys
 from collections.abc import Iterable
@@ -90,13 +89,28 @@ def read_head(path: StrPath = KALLSYMS) -> Head:
     return Head(found or None, hidden, lines)
 
 
-_TEXT_LINE = re.compile(rb"^([0-9a-fA-F]+)[ \t]+[A-Za-z][ \t]+_s?text[ \t]*$", re.MULTILINE)
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
+_HEX_TEXT = "0123456789abcdefABCDEF"
 
 
 def _find_text(data: bytes) -> int | None:
-    """The address of the first ``_text`` or ``_stext`` line (as synth.kernel_text_address)."""
-    match = _TEXT_LINE.search(data)
-    return None if match is None else int(match.group(1), 16)
+    """The address of the first ``_text`` or ``_stext`` line (as synth.kernel_text_address):
+    ``ADDRESS TYPE NAME``, hex address at the line's start, a one-letter type, blanks (spaces
+    or tabs) between and after. Read without re: re is not in every recording's start-up."""
+    at = data.find(b"text")
+    while at >= 0:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        if end < 0:
+            end = len(data)
+        line = data[start:end]
+        if line[:1] not in (b" ", b"\t"):
+            fields = [f for f in line.replace(b"\t", b" ").split(b" ") if f]
+            if (len(fields) == 3 and fields[2] in (b"_text", b"_stext") and len(fields[1]) == 1
+                    and fields[1].isalpha() and not fields[0].strip(_HEX_DIGITS)):
+                return int(fields[0], 16)
+        at = data.find(b"text", end)
+    return None
 
 
 def _all_zero(lines: bytes) -> bool:
@@ -380,7 +394,9 @@ def cache_file(build_id: str | None, cache_root: StrPath | None = None) -> str |
             boot = stream.read().strip()
     except OSError:
         return None
-    if not re.fullmatch(r"[0-9a-fA-F-]{8,64}", boot) or not re.fullmatch(r"[0-9a-fA-F]{2,128}", build_id):
+    if not (8 <= len(boot) <= 64 and not boot.strip(_HEX_TEXT + "-")):
+        return None
+    if not (2 <= len(build_id) <= 128 and not build_id.strip(_HEX_TEXT)):
         return None
     if cache_root is None:
         from profiler.cache import cache_root as root

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from profiler.errors import UsageError
 from profiler.format.container import DEFAULT_CAPTURE
 from profiler.value import Frozen
@@ -186,13 +184,15 @@ def parse_call_graph(text: str) -> int | None:
     return min(MAX_DWARF_STACK, -(-size // 8) * 8)
 
 
-_SIZE_RE = re.compile(r"^(\d+)([kKmMgG]?)[bB]?$")
+_SIZE_RE = r"^(\d+)([kKmMgG]?)[bB]?$"
 
 
 def parse_mmap_pages(text: str, page_size: int) -> int:
     """``-m``: a number of data pages (a power of two), or a size such as ``512K`` / ``2M``
     rounded up to a power-of-two number of pages."""
-    match = _SIZE_RE.match(text.strip())
+    import re  # only -m reads a size: re is not in every recording's start-up
+
+    match = re.match(_SIZE_RE, text.strip())
     if not match:
         raise UsageError(f"-m {text!r}: give a number of pages (a power of two) or a size like 512K.")
     number, unit = int(match.group(1)), match.group(2).lower()

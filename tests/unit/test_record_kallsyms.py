@@ -226,3 +226,64 @@ def test_the_recorder_writes_what_the_reader_reads() -> None:
 
     assert K.KERNEL_DSO == report_kallsyms.KERNEL_DSO and K.PACKED_VERSION == table.PACKED_VERSION
     assert K.PAGE_SIZE == report_kallsyms.PAGE_SIZE
+
+
+_TEXT_RE = rb"^([0-9a-fA-F]+)[ \t]+[A-Za-z][ \t]+_s?text[ \t]*$"  # what a _text line is
+
+
+@pytest.mark.parametrize("data", [
+    b"ffffffff81000000 T _text\n",
+    b"0000000000000000 A fixed_percpu_data\nffffffff81000000 T _stext\nffffffff81000000 T _text\n",
+    b"ffffffff81000010 t _etext\nffffffff81000000 T _text",  # no newline at the end
+    b"ffffffff81000000 T _text \t\n",
+    b"ffffffff81000000\tT\t_text\n",
+    b" ffffffff81000000 T _text\n",  # not at the line's start
+    b"ffffffff81000000 TT _text\n",
+    b"ffffffff8100000g T _text\n",
+    b"ffffffff81000000 T _texts\nffffffff81000000 T __text\nffffffff81000000 T _text\t[mod]\n",
+    b"ffffffff81000000 1 _text\nffffffff81000000 T x_text\n",
+    b"ffffffff81000000 T text\n",
+    b"ffffffff81000000 T\n_text\n",
+    b"ffffffff81000000 T _text\r\n",
+    b"",
+])
+def test_text_line_is_found_as_the_pattern_says(data: bytes) -> None:
+    import re
+
+    match = re.search(_TEXT_RE, data, re.MULTILINE)
+    assert K._find_text(data) == (None if match is None else int(match.group(1), 16))
+
+
+def test_text_line_in_random_kallsyms_heads() -> None:
+    import re
+
+    rng = random.Random(15)
+    names = [b"_text", b"_stext", b"_etext", b"text", b"x", b"_text\t[m]", b"_sinittext"]
+    for _ in range(300):
+        lines = []
+        for _ in range(rng.randrange(1, 8)):
+            address = b"%016x" % rng.randrange(1 << 64) if rng.random() < 0.9 else b"zz"
+            sep = rng.choice([b" ", b"\t", b"  ", b""])
+            kind = rng.choice([b"T", b"t", b"W", b"1", b"TT"])
+            lines.append(rng.choice([b"", b" "]) + address + sep + kind + rng.choice([b" ", b"\t"])
+                         + rng.choice(names) + rng.choice([b"", b" ", b"\t"]))
+        data = b"\n".join(lines) + rng.choice([b"", b"\n"])
+        match = re.search(_TEXT_RE, data, re.MULTILINE)
+        assert K._find_text(data) == (None if match is None else int(match.group(1), 16)), data
+
+
+@pytest.mark.parametrize(("build_id", "boot", "kept"), [
+    ("ab" * 20, "0f3c2a1e-1111-2222-3333-444455556666", True),
+    ("AB", "0123456-", True),
+    ("a", "0f3c2a1e-1111-2222-3333-444455556666", False),  # too short
+    ("ab" * 65, "0f3c2a1e-1111-2222-3333-444455556666", False),  # too long
+    ("ab/cd", "0f3c2a1e-1111-2222-3333-444455556666", False),
+    ("abcd", "0123456", False),
+    ("abcd", "0f3c2a1e-1111-2222-3333-44445555666g", False),
+    ("abcd", "0" * 65, False),
+])
+def test_the_cache_file_names_only_hex_ids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build_id: str,
+                                          boot: str, kept: bool) -> None:
+    (tmp_path / "boot_id").write_text(boot + "\n")
+    monkeypatch.setattr(K, "BOOT_ID", tmp_path / "boot_id")
+    assert (K.cache_file(build_id, tmp_path) is not None) == kept
