@@ -12,6 +12,7 @@ as it always does.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable
 
@@ -27,10 +28,7 @@ from profiler.record.options import (
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
 if TYPE_CHECKING:
-    import signal
     from typing import Any
-else:  # signal.py wraps _signal's numbers and handlers in IntEnums: enum costs ~2.5 ms per recording
-    import _signal as signal
 
 FLAG, VALUE, MULTIPLE = "flag", "value", "multiple"
 

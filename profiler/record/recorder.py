@@ -16,6 +16,7 @@ Order matters for what the capture can explain:
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -37,10 +38,7 @@ from profiler.value import Value
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
 if TYPE_CHECKING:
-    import signal
     from typing import Any, TextIO
-else:  # signal.py wraps _signal's numbers and handlers in IntEnums: enum costs ~2.5 ms per recording
-    import _signal as signal
 
 POLL_MS = 250  # also the longest a quiet buffer waits before it reaches the file
 # The recorder's scheduling slice while it drains (sched_setattr's sched_runtime for SCHED_OTHER,

@@ -11,17 +11,12 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import struct
 import time
 
 from profiler.errors import CommandNotFoundError, PermissionDeniedError, RecordError, UsageError
 from profiler.value import Frozen
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import signal
-else:  # signal.py wraps _signal's numbers and handlers in IntEnums: enum costs ~2.5 ms per recording
-    import _signal as signal
 
 PROC = "/proc"
 
