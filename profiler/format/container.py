@@ -25,6 +25,8 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 
+import msgpack
+
 from profiler import __version__
 from profiler.errors import (
     DiskFullError,
@@ -33,15 +35,14 @@ from profiler.errors import (
     ProfilerError,
     VersionError,
 )
+from profiler.format.bounded import Budget, inflate, peek_kind, unpack
 from profiler.format.buildid import is_build_id
-from profiler.format.pack import packb
+from profiler.format.validate import MetaError, check_header, check_meta, check_trailer
 from profiler.value import Frozen, Value
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from profiler.format.bounded import Budget
     from typing import Any
 
 # The metadata kinds this reader uses (docs/format.md); a frame of another kind is skipped.
@@ -109,16 +110,12 @@ def _pad8(n: int) -> int:
 
 
 def _packb(obj: Any) -> bytes:
-    data: bytes = packb(obj)  # what msgpack.packb(obj, use_bin_type=True) writes
+    data: bytes = msgpack.packb(obj, use_bin_type=True)
     return data
 
 
 def _unpackb(data: bytes | memoryview, what: str, budget: Budget | None = None) -> Any:
-    """Untrusted msgpack, within the reader's limits (see :mod:`profiler.format.bounded`).
-    The reader's modules (bounded, with msgpack, and validate) are imported where it reads:
-    the recorder, which writes with this module, needs neither."""
-    from profiler.format.bounded import unpack
-
+    """Untrusted msgpack, within the reader's limits (see :mod:`profiler.format.bounded`)."""
     return unpack(data, what, budget)
 
 
@@ -420,8 +417,6 @@ class Frame(Frozen):
         """(kind, data) of a META frame, inflating and decoding within ``budget``."""
         payload: bytes | memoryview = self.payload
         if self.flags & FLAG_ZLIB:
-            from profiler.format.bounded import inflate
-
             payload = inflate(self.payload, "compressed metadata frame", budget)
         obj = _unpackb(payload, "metadata frame", budget)
         if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
@@ -699,9 +694,6 @@ class CaptureReader:
         """Every META frame of a kind this reader knows, checked (:mod:`validate`); a frame of
         another kind (a newer writer's) is skipped without inflating it, a damaged one with a
         warning; all of them together inflate within a budget set by the file's size."""
-        from profiler.format.bounded import Budget, peek_kind
-        from profiler.format.validate import MetaError, check_meta
-
         out: list[tuple[str, dict[str, Any]]] = []
         budget = Budget(self._file_size)
         warnings = self.scan().warnings
@@ -834,8 +826,6 @@ def _parse_file_header(path: Path, data: bytes | mmap.mmap) -> tuple[dict[str, A
 
 
 def _check_header(path: Path, header: dict[str, Any]) -> None:
-    from profiler.format.validate import check_header
-
     check_header(str(path), header)
 
 
@@ -914,8 +904,6 @@ class _FrameWalk:
 
     def trailer(self, frame: Frame) -> None:
         self.result.clean_end = True
-        from profiler.format.validate import check_trailer
-
         try:
             self.result.trailer = check_trailer(_unpackb(frame.payload, "trailer"))
         except FormatError:

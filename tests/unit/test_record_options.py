@@ -133,8 +133,7 @@ def test_record_imports_only_what_recording_needs() -> None:
     row): the entry point reads a usual record command line and loads the recorder and its
     zstd compressor without click, numpy, the record dataclasses (profiler.format.abi has what
     it needs), the register tables of --call-graph dwarf, dataclasses, typing, pathlib,
-    shutil, re, msgpack (profiler.format.pack writes what it would), or the zstandard
-    package's __init__ (with platform)."""
+    shutil, re, or the zstandard package's __init__ (with platform)."""
     import subprocess
     import sys
 
@@ -149,7 +148,7 @@ def test_record_imports_only_what_recording_needs() -> None:
     assert "profiler.record.recorder" in loaded and "profiler.format.abi" in loaded
     assert "zstandard.backend_c" in loaded
     assert not loaded & {"click", "numpy", "profiler.format.records", "profiler.format.regs", "difflib",
-                         "dataclasses", "typing", "zstandard", "platform", "shutil", "pathlib", "re", "msgpack"}
+                         "dataclasses", "typing", "zstandard", "platform", "shutil", "pathlib", "re"}
 
 
 def test_the_recorders_zstd_backend_writes_what_the_package_reads() -> None:
