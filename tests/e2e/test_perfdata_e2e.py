@@ -147,13 +147,27 @@ def test_self_samples_per_symbol_equal_perf_report(name: str, recordings: dict[s
 def test_children_per_symbol_equal_perf_report(name: str, recordings: dict[str, Path], perf: str,
                                                profiler_cmd: list[str]) -> None:
     for event, expected in perf_counts(perf, recordings[name], children=True).items():
-        ours = _plt(our_counts(profiler_cmd, recordings[name], event, children=True))
-        expected = _plt(expected)
+        ours = _unresolved_in_page(_plt(our_counts(profiler_cmd, recordings[name], event, children=True)))
+        expected = _unresolved_in_page(_plt(expected))
         assert set(ours) == set(expected)
         for key, percent in expected.items():
             # perf prints two decimals; the merged PLT row (see _plt) sums each entry's Children,
             # where perf's bare '@plt' counts a sample once that passes two PLT entries
             assert abs(ours[key] - percent) <= (0.02 if key[2] == "@plt" else 0.0051), key
+
+
+def _unresolved_in_page(counts: dict[tuple[str, str, str], float]) -> dict[tuple[str, str, str], float]:
+    """perf 6.1 names a frame without a symbol that only callchains reach (a Children-only
+    row) by its absolute address, and the same frame as a sample's leaf by its address in the
+    DSO, as we always do (seen once: a return address in [vdso], 0x7f796fcf1389 against
+    0x389). Both agree within their page (a mapping starts on a page, and an ELF segment's
+    address and file offset agree modulo the page size), so such rows are compared there."""
+    out: dict[tuple[str, str, str], float] = {}
+    for (comm, dso, sym), value in counts.items():
+        if sym.startswith("0x") and dso != "[kernel.kallsyms]":
+            sym = f"0x...{int(sym, 16) & 0xFFF:03x}"
+        out[comm, dso, sym] = out.get((comm, dso, sym), 0) + value
+    return out
 
 
 def _plt(counts: dict[tuple[str, str, str], float]) -> dict[tuple[str, str, str], float]:
