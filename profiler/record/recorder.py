@@ -620,17 +620,20 @@ def drain_scheduling(slice_ns: int, boost: int) -> Iterator[tuple[bool, bool]]:
     privilege to lower its nice value it keeps it; a kernel without the syscall or custom
     slices changes nothing. The command was forked before: it keeps its own."""
     saved = perf_event.get_sched_attr()
-    applied = boosted = False
+    applied = sliced = boosted = False
     if saved is not None and saved.sched_policy == perf_event.SCHED_OTHER:
-        wanted = perf_event.sched_attr.from_buffer_copy(saved)
-        wanted.sched_runtime = slice_ns
-        wanted.sched_nice = max(-20, saved.sched_nice - boost)
-        boosted = applied = boost > 0 and perf_event.set_sched_attr(wanted)
-        if not applied:
-            wanted.sched_nice = saved.sched_nice
-            applied = perf_event.set_sched_attr(wanted)
+        nice = max(-20, saved.sched_nice - boost)
+        # both; the boost alone (a kernel that refuses the slice); the slice alone (no privilege)
+        for runtime, wanted_nice in ((slice_ns, nice), (saved.sched_runtime, nice), (slice_ns, saved.sched_nice)):
+            if (runtime, wanted_nice) == (saved.sched_runtime, saved.sched_nice):
+                continue
+            wanted = perf_event.sched_attr.from_buffer_copy(saved)
+            wanted.sched_runtime, wanted.sched_nice = runtime, wanted_nice
+            if perf_event.set_sched_attr(wanted):
+                applied, sliced, boosted = True, runtime == slice_ns, wanted_nice < saved.sched_nice
+                break
     try:
-        yield applied, boosted
+        yield sliced, boosted
     finally:
         if applied and saved is not None:
             perf_event.set_sched_attr(saved)

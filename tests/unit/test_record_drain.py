@@ -201,6 +201,35 @@ def test_the_drain_loop_scheduling_is_taken_and_given_back() -> None:
     assert os.getpriority(os.PRIO_PROCESS, 0) == before.sched_nice
 
 
+def test_a_kernel_that_refuses_the_slice_still_gets_the_boost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The slice and the boost are asked for together, then each alone: a kernel (or a
+    policy) that refuses one of them does not cost the other."""
+    current = perf_event.sched_attr()
+    current.sched_policy, current.sched_nice, current.sched_runtime = perf_event.SCHED_OTHER, 0, 0
+    seen: list[tuple[int, int]] = []
+
+    def refuse_slices(attr: perf_event.sched_attr) -> bool:
+        seen.append((attr.sched_runtime, attr.sched_nice))
+        return attr.sched_runtime == 0
+
+    monkeypatch.setattr(perf_event, "get_sched_attr", lambda: perf_event.sched_attr.from_buffer_copy(current))
+    monkeypatch.setattr(perf_event, "set_sched_attr", refuse_slices)
+    with drain_scheduling(100_000, 5) as (sliced, boosted):
+        assert (sliced, boosted) == (False, True)
+        assert seen == [(100_000, -5), (0, -5)]
+    assert seen[-1] == (0, 0)  # put back
+
+    def refuse_boosts(attr: perf_event.sched_attr) -> bool:
+        seen.append((attr.sched_runtime, attr.sched_nice))
+        return attr.sched_nice == 0
+
+    seen.clear()
+    monkeypatch.setattr(perf_event, "set_sched_attr", refuse_boosts)
+    with drain_scheduling(100_000, 5) as (sliced, boosted):
+        assert (sliced, boosted) == (True, False)
+        assert seen == [(100_000, -5), (0, -5), (100_000, 0)]
+
+
 def test_an_unprivileged_drain_loop_keeps_its_nice_value() -> None:
     """Without CAP_SYS_NICE (a child that drops root) the boost is refused and the slice alone
     taken; nothing is raised."""
