@@ -101,8 +101,6 @@ class RecordOptions(Frozen):
             raise UsageError("nothing to record: give a command after '--', -p PID, -t TID or -a.")
         if self.system_wide and (self.pids or self.tids):
             raise UsageError("-a (all CPUs) cannot be combined with -p or -t.")
-        if self.command and (self.pids or self.tids):
-            raise UsageError("give either a command or -p/-t, not both.")
         if self.freq is not None and self.period is not None:
             raise UsageError("-F (frequency) and -c (period) cannot be used together.")
         if self.freq is not None:

@@ -295,13 +295,19 @@ class Recorder:
 
     # setup ---------------------------------------------------------------------------------
 
+    @property
+    def command_is_target(self) -> bool:
+        """Whether the events follow the command we start. With -a, -p or -t the command is
+        only a timer (``-p PID -- sleep 3``, as in perf): the recording lasts as long as it."""
+        return self.child is not None and not (self.opts.system_wide or self.threads)
+
     def _pids_to_open(self) -> list[int]:
         if self.opts.system_wide:
             return [-1]
-        if self.child is not None:
-            return [self.child.pid]
         if self.threads:
             return [t.tid for t in self.threads]
+        if self.child is not None:
+            return [self.child.pid]
         return [-1]
 
     def _sample_cpu(self, cpus: list[int]) -> bool:
@@ -317,7 +323,7 @@ class Recorder:
         return all(e.attr.sample_type & R.PERF_SAMPLE_CPU for e in self.events)
 
     def _open_events(self, specs: list[Member], cpus: list[int]) -> None:
-        command = self.child is not None and not self.opts.system_wide
+        command = self.command_is_target
         inherit = self.opts.inherit and (command or bool(self.opts.pids))
         data_size = self.opts.data_pages * self.page_size
         sample_cpu = self._sample_cpu(cpus)
@@ -458,8 +464,8 @@ class Recorder:
                 return
             if deadline is not None and time.monotonic() >= deadline:
                 return
-            if self.child is None and self.threads and self.session.all_hung_up:
-                return
+            if self.threads and self.session.all_hung_up:
+                return  # every target exited: a timer command still running gets SIGTERM
 
     def _finish(self, writer: CaptureWriter, started: float) -> None:
         self.session.disable()
@@ -492,7 +498,7 @@ class Recorder:
             self.threads = threads_of_processes(opts.pids)
         elif opts.tids:
             self.threads = threads_by_id(opts.tids)
-        elif opts.command:
+        if opts.command:
             self.child = Child(opts.command)
         try:
             return self._record(specs, cpus)
@@ -583,8 +589,8 @@ class Recorder:
             if self.child is not None:
                 self.child.abandon()
             return
-        if self.child is None or self.opts.system_wide:
-            self.session.enable()  # whole CPUs count from now, the command or not
+        if not self.command_is_target:
+            self.session.enable()  # CPUs or running threads count from now, a timer command or not
         if self.child is not None:
             self._released = True
             self.child.release()

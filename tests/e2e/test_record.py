@@ -260,6 +260,46 @@ def test_attach_to_pid_synthesizes_maps(spinner: subprocess.Popen[str], workload
     assert tids == {int(t) for t in threads}
 
 
+def test_a_command_after_pid_is_a_timer(spinner: subprocess.Popen[str], workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    # ``-p PID -- sleep 0.5`` as in perf: the process is recorded while the command runs, the
+    # command itself is not, and its exit status is ours
+    out = tmp_path / "timer.prof"
+    start = time.monotonic()
+    result = run_record(profiler_cmd, "-p", str(spinner.pid), "-o", str(out), "--", "sh", "-c", "sleep 0.5; exit 3")
+    elapsed = time.monotonic() - start
+    assert result.returncode == 3, result.stderr
+    assert 0.5 <= elapsed < 20
+    recs = records(out)
+    got = samples(recs)
+    assert got and {s.pid for s in got} == {spinner.pid}
+    assert not any(isinstance(r, R.Comm) and r.comm in ("sh", "sleep") for r in recs)
+    assert spinner.poll() is None  # the target runs on
+
+
+def test_a_timer_outliving_its_target_is_terminated_like_perfs(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    # the target exits after ~0.3 s: the recording ends then, and the timer command still
+    # running gets SIGTERM, whose status (143) is the recorder's, as perf's is
+    def attach(cmd: list[str], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+        target = subprocess.Popen([str(workloads / "shares"), "0.2"], stdout=subprocess.DEVNULL)
+        try:
+            start = time.monotonic()
+            done = subprocess.run([*cmd, "-p", str(target.pid), *args, "--", "sleep", "30"],
+                                  capture_output=True, text=True, timeout=60)
+            return done, time.monotonic() - start
+        finally:
+            target.kill()
+            target.wait()
+
+    ours, ours_s = attach([*profiler_cmd, "record"], "-o", str(tmp_path / "ours.prof"))
+    assert ours_s < 15, ours.stderr
+    assert samples(records(tmp_path / "ours.prof"))
+    assert ours.returncode == 128 + signal.SIGTERM, ours.stderr
+    if shutil.which("perf"):
+        theirs, theirs_s = attach(["perf", "record", "-q"], "-o", str(tmp_path / "perf.data"))
+        assert theirs_s < 15
+        assert theirs.returncode in (128 + signal.SIGTERM, -signal.SIGTERM), theirs.stderr
+
+
 def test_attach_to_one_thread(spinner: subprocess.Popen[str], tmp_path: Path, profiler_cmd: list[str]) -> None:
     helper = max(int(t) for t in os.listdir(f"/proc/{spinner.pid}/task"))
     out = tmp_path / "t.prof"

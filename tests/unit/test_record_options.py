@@ -71,7 +71,6 @@ def test_targets(captured: list[RecordOptions]) -> None:
     [
         (["-F", "10", "-c", "10", "--", "true"], "cannot be used together"),
         (["-a", "-p", "1"], "cannot be combined"),
-        (["-p", "1", "--", "true"], "either a command or -p/-t"),
         ([], "nothing to record"),
         (["-p", "x"], "comma-separated list of numbers"),
         (["-p", "0"], "positive ids"),
@@ -203,6 +202,6 @@ def test_the_entry_point_maps_errors_like_click(capsys: pytest.CaptureFixture[st
     from profiler.main import main
 
     with pytest.raises(SystemExit) as exc:
-        main(["record", "-p", "12", "--", "true"])
+        main(["record", "-a", "-p", "12"])
     assert exc.value.code == UsageError.exit_code
-    assert capsys.readouterr().err == "profiler: give either a command or -p/-t, not both.\n"
+    assert capsys.readouterr().err == "profiler: -a (all CPUs) cannot be combined with -p or -t.\n"
