@@ -256,6 +256,17 @@ class SampleLayout(Frozen):
             return ()
         return tuple(f for f in SAMPLE_ID_FIELDS if self.sample_type & f.bit)
 
+    @cached_property
+    def fixed_words(self) -> int:
+        """Words of a SAMPLE before its first variable-size field: the header and the one-word
+        fields that precede it (SAMPLE_FIELDS is the order)."""
+        words = 1
+        for f in self.sample_fields:
+            if f.kind not in FIXED_KINDS:
+                break
+            words += 1
+        return words
+
     @property
     def trailer_size(self) -> int:
         """Bytes of ``struct sample_id`` at the end of non-sample records."""

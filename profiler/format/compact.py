@@ -35,17 +35,6 @@ def _record_offsets(buf: bytes | memoryview) -> list[int]:
     return offsets
 
 
-def _fixed_words(layout: R.SampleLayout) -> int:
-    """Words before the first variable-size field: the header and the one-word fields that
-    precede it (records.SAMPLE_FIELDS is the order)."""
-    words = 1
-    for f in layout.sample_fields:
-        if f.kind not in R.FIXED_KINDS:
-            break
-        words += 1
-    return words
-
-
 def can_compact(layout: R.SampleLayout) -> bool:
     """Layouts whose stack field this module can find: no READ, RAW or BRANCH_STACK before it."""
     st = layout.sample_type
@@ -70,7 +59,7 @@ def compact_stacks(buf: bytes | memoryview, layout: R.SampleLayout) -> bytes:
     base = samples >> 3
     end = base + (w16[(samples >> 1) + 3].astype(np.int64) >> 3)
     limit = len(w64) - 1
-    cur = base + _fixed_words(layout)
+    cur = base + layout.fixed_words
     if layout.sample_type & R.PERF_SAMPLE_CALLCHAIN:
         cur = cur + 1 + w64[np.clip(cur, 0, limit)].astype(np.int64).clip(0, 0x10000)
     if layout.sample_type & R.PERF_SAMPLE_REGS_USER:

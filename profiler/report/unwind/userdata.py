@@ -43,17 +43,6 @@ def has_user_stacks(layout: R.SampleLayout) -> bool:
                 and layout.sample_regs_user)
 
 
-def _fixed_words(layout: R.SampleLayout) -> int:
-    """Words before the first variable-size field: the header and the one-word fields that
-    precede it (records.SAMPLE_FIELDS is the order)."""
-    words = 1
-    for f in layout.sample_fields:
-        if f.kind not in R.FIXED_KINDS:
-            break
-        words += 1
-    return words
-
-
 def read_user_data(w64: U64, s: SampleColumns, layout: R.SampleLayout) -> UserData:
     """The REGS_USER / STACK_USER fields of the samples ``s`` (all of one event's layout);
     ``w64`` is the capture as native-order u64 words."""
@@ -72,7 +61,7 @@ def read_user_data(w64: U64, s: SampleColumns, layout: R.SampleLayout) -> UserDa
         out: U64 = w64[np.clip(pos, 0, limit)]
         return out
 
-    cur = base + _fixed_words(layout)
+    cur = base + layout.fixed_words
     ok = cur <= end
     if st & R.PERF_SAMPLE_READ:
         if layout.read_format & R.PERF_FORMAT_GROUP:
