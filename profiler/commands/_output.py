@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
-from typing import BinaryIO, TextIO
+from collections.abc import Callable, Iterator
+from typing import IO, Any, BinaryIO, TextIO, TypeVar
 
 from profiler.errors import ProfilerError
+
+Stream = TypeVar("Stream", bound=IO[Any])
 
 
 @contextlib.contextmanager
@@ -18,21 +20,8 @@ def open_output(path: str) -> Iterator[TextIO]:
     if path == "-":
         yield sys.stdout
         return
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        stream = open(tmp, "w", encoding="utf-8", newline="\n")
-    except OSError as exc:
-        raise ProfilerError(f"cannot write {path}: {exc.strerror}.") from None
-    try:
-        with stream:
-            yield stream
-        os.replace(tmp, path)
-    except OSError as exc:
-        _remove(tmp)
-        raise ProfilerError(f"cannot write {path}: {exc.strerror}.") from None
-    except BaseException:
-        _remove(tmp)
-        raise
+    with _replacing(path, lambda tmp: open(tmp, "w", encoding="utf-8", newline="\n")) as stream:
+        yield stream
 
 
 @contextlib.contextmanager
@@ -42,9 +31,17 @@ def open_binary_output(path: str) -> Iterator[BinaryIO]:
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
+    with _replacing(path, lambda tmp: open(tmp, "wb")) as stream:
+        yield stream
+
+
+@contextlib.contextmanager
+def _replacing(path: str, opener: Callable[[str], Stream]) -> Iterator[Stream]:
+    """A stream ``opener`` makes on a temporary name beside ``path``, renamed to ``path``
+    once the block completes and removed if it fails; an OSError is one sentence."""
     tmp = f"{path}.tmp{os.getpid()}"
     try:
-        stream = open(tmp, "wb")
+        stream = opener(tmp)
     except OSError as exc:
         raise ProfilerError(f"cannot write {path}: {exc.strerror}.") from None
     try:
