@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, BinaryIO, TextIO, TypeVar
 
 from profiler.errors import ProfilerError
+from profiler.format.localfile import written_in_place
 
 Stream = TypeVar("Stream", bound=IO[Any])
 
@@ -38,7 +39,16 @@ def open_binary_output(path: str) -> Iterator[BinaryIO]:
 @contextlib.contextmanager
 def _replacing(path: str, opener: Callable[[str], Stream]) -> Iterator[Stream]:
     """A stream ``opener`` makes on a temporary name beside ``path``, renamed to ``path``
-    once the block completes and removed if it fails; an OSError is one sentence."""
+    once the block completes and removed if it fails (a device or FIFO at ``path`` is
+    written in place); an OSError is one sentence."""
+    try:
+        if written_in_place(path):  # /dev/null, /dev/stdout, a FIFO: never replaced
+            stream = opener(path)
+            with stream:
+                yield stream
+            return
+    except OSError as exc:
+        raise ProfilerError(f"cannot write {path}: {exc.strerror}.") from None
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         stream = opener(tmp)

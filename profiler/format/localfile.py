@@ -5,6 +5,10 @@ A recorded path may name anything on the reading machine by the time a report ru
 because a capture named it goes through :func:`open_regular`, which opens without blocking
 and refuses what is not a regular file with an ``OSError`` (which callers already treat as
 "not found").
+
+Outputs go the other way: a file we write is written beside its name and renamed over it, so a
+reader of the previous file is unharmed; :func:`written_in_place` tells the outputs that must
+be written where they are instead (``/dev/null``, ``/dev/stdout``, a FIFO).
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import BinaryIO
+
+TYPE_CHECKING = False  # the recorder imports this module: typing costs it ~5 ms (profiler/value.py)
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 
 def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
@@ -33,6 +40,26 @@ def is_regular(path: str | os.PathLike[str]) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
+
+
+def written_in_place(path: str | os.PathLike[str]) -> bool:
+    """Whether an output at ``path`` is opened and written where it is rather than replaced
+    by a new file: anything but a regular file (a device, a FIFO, also behind a symlink), and
+    a regular file behind one of the system's links (``/dev/stdout`` or ``/proc/self/fd/1``
+    redirected to a file); renaming over those would replace ``/dev/null`` or ``/dev/stdout``
+    themselves. A missing path, a regular file or any other symlink to one (or to nothing)
+    is replaced, the link not followed. An ``OSError`` other than a missing file is the
+    caller's to word."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(mode):
+        return True
+    if not os.path.islink(path):
+        return False
+    parent = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    return parent == "/dev" or parent.startswith("/proc/")
 
 
 def contained(root: str | os.PathLike[str], recorded: str) -> str | None:

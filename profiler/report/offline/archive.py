@@ -32,6 +32,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -46,6 +47,7 @@ from profiler.report.unwind.sources import META_KIND as UNWIND_META
 from profiler.report.unwind.table import RuleTable
 from profiler.format.bulk import load_capture
 from profiler.format.container import CaptureReader, CaptureWriter
+from profiler.format.localfile import written_in_place
 from profiler.report.offline.capture_dsos import DsoUse, scan_capture
 from profiler.report.symbols.debuginfod import DebuginfodClient
 from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols
@@ -156,9 +158,8 @@ def archive_capture(
         result.unwind_tables = [str(p["path"]) for p in unwind]
         if in_place and not frames:
             return result
-        _write(reader, src, out, frames, strip_paths, in_place)
+        result.bytes_after = _write(reader, src, out, frames, strip_paths, in_place)
         result.written = True
-        result.bytes_after = out.stat().st_size
         return result
     finally:
         reader.close()
@@ -362,9 +363,16 @@ def unwind_payloads(reader: CaptureReader, tables: dict[tuple[str, str | None], 
 
 
 def _write(reader: CaptureReader, src: Path, out: Path, frames: list[tuple[str, dict[str, Any]]],
-           strip: bool, in_place: bool) -> None:
-    """Build the new capture in a temporary file beside ``out``, then ``os.replace`` it."""
-    tmp = out.with_name(f".{out.name}.archive-{os.getpid()}.tmp")
+           strip: bool, in_place: bool) -> int:
+    """Build the new capture in a temporary file beside ``out``, then ``os.replace`` it; a
+    device or FIFO at ``out`` (``/dev/null``) is not replaced but written with the new
+    capture, which is then built in the temporary directory. Returns the capture's size."""
+    try:
+        special = written_in_place(out)
+    except OSError as exc:
+        raise ProfilerError(f"cannot write {out}: {exc.strerror or exc}.") from None
+    beside = Path(tempfile.gettempdir()) / out.name if special else out
+    tmp = beside.with_name(f".{out.name}.archive-{os.getpid()}.tmp")
     try:
         if strip:
             frameless = list(reader.iter_metadata()) if _is_perf_data(reader) else []
@@ -385,13 +393,28 @@ def _write(reader: CaptureReader, src: Path, out: Path, frames: list[tuple[str, 
             finally:
                 writer.abort()
         _settle(src if in_place else None, tmp)
-        os.replace(tmp, out)
+        size = tmp.stat().st_size
+        if special:
+            _pour(tmp, out)
+        else:
+            os.replace(tmp, out)
     except BaseException:
         try:
             tmp.unlink()
         except OSError:
             pass
         raise
+    return size
+
+
+def _pour(tmp: Path, out: Path) -> None:
+    """The finished capture at ``tmp`` written into the device or FIFO ``out``; tmp removed."""
+    try:
+        with open(tmp, "rb") as source, open(out, "wb") as sink:
+            shutil.copyfileobj(source, sink)
+    except OSError as exc:
+        raise ProfilerError(f"cannot write {out}: {exc.strerror or exc}.") from None
+    tmp.unlink()
 
 
 def _is_perf_data(reader: CaptureReader) -> bool:
