@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 
 from profiler.commands._targets import cpu_list_option, id_list_option
-from profiler.errors import ProfilerError
+from profiler.errors import ProfilerError, UsageError
 from profiler.record.options import (
     DEFAULT_OUTPUT,
     DWARF_DATA_PAGES,
@@ -80,7 +80,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(("--duration",), "duration", VALUE, float, metavar="SECONDS", help="Stop after this many seconds."),
     Option(("-m", "--mmap-pages"), "mmap_pages", VALUE, metavar="PAGES",
            help="Ring buffer data pages per CPU (power of two) or a size like 512K."),
-    Option(("-o", "--output"), "output", VALUE, default=DEFAULT_OUTPUT, help="Capture file to write."),
+    Option(("-o", "--output"), "output", VALUE, default=DEFAULT_OUTPUT,
+           help="Capture file to write ('-' for standard output)."),
     Option(("-q", "--quiet"), "quiet", help="Print nothing but errors."),
     Option(("--user-only",), "user_only", help="Exclude kernel samples."),
     Option(("--kernel-only",), "kernel_only", help="Exclude user-space samples."),
@@ -131,6 +132,8 @@ def run(command: tuple[str, ...], archive: bool, **kwargs: Any) -> None:
     from profiler.record.recorder import record
 
     opts = options_from_cli(command, **kwargs)
+    if archive:
+        check_archivable(opts.output)
     result = record(opts)
     if archive:
         archive_after_recording(result.path, opts.quiet)
@@ -210,6 +213,21 @@ def die_by_signal(signum: int) -> None:
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
     sys.exit(128 + signum)  # only reached if the signal is blocked
+
+
+def check_archivable(output: str) -> None:
+    """``--archive`` rewrites the capture file once recording ends: refused up front for a
+    capture written to standard output, a device or a FIFO, which cannot be read back."""
+    from profiler.format.container import STDOUT
+    from profiler.format.localfile import written_in_place
+
+    try:
+        streamed = output == STDOUT or written_in_place(output)
+    except OSError:
+        return  # the recorder says what is wrong with the output
+    if streamed:
+        raise UsageError("--archive packs the symbols into the capture file: it needs -o FILE, not standard "
+                         "output, a device or a FIFO (run profiler archive on the saved stream instead).")
 
 
 def archive_after_recording(path: str, quiet: bool) -> None:

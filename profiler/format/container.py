@@ -20,7 +20,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import stat
 import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +36,7 @@ from profiler.errors import (
 )
 from profiler.format.bounded import Budget, inflate, peek_kind, unpack
 from profiler.format.buildid import is_build_id
+from profiler.format.localfile import written_in_place
 from profiler.format.validate import MetaError, check_header, check_meta, check_trailer
 from profiler.value import Frozen, Value
 
@@ -50,6 +50,7 @@ KNOWN_META_KINDS = frozenset({"buildids", "kallsyms", "kernel", "lost", "modules
                               "vdso", "unwind", "symbols"})
 
 MAGIC = b"\x7fPROFCAP"
+STDOUT = "-"  # the output path that means standard output, as in perf record -o -
 DEFAULT_CAPTURE = "profile.prof"  # what `profiler record` writes and every reader opens by default
 FORMAT_MAJOR = 3  # the newest version this reader reads
 FORMAT_MINOR = 0
@@ -148,14 +149,13 @@ class CaptureWriter:
         and moved over ``path`` once its header is complete, so a reader of the file that was
         there (which may have it memory-mapped) keeps reading it intact, and a symlink at
         ``path`` is replaced rather than followed. ``keep_old`` keeps that previous file as
-        ``NAME.old``, as perf keeps ``perf.data.old``. A device or FIFO at ``path``
-        (``/dev/null``) is written in place.
+        ``NAME.old``, as perf keeps ``perf.data.old``. A device or FIFO at ``path``, also
+        behind a symlink (``/dev/null``, ``/dev/stdout``), is written in place; ``-`` is
+        standard output.
         """
         target = os.fspath(path)  # the writer's paths are strings: pathlib is not imported to record
         try:
-            special = not stat.S_ISREG(st_mode := os.lstat(target).st_mode) and not stat.S_ISLNK(st_mode)
-        except FileNotFoundError:
-            special = False
+            special = target == STDOUT or written_in_place(target)
         except OSError as exc:
             raise ProfilerError(f"cannot write the capture {target}: {exc.strerror}.") from None
         if special:
@@ -179,7 +179,10 @@ class CaptureWriter:
     def _create_in_place(cls, target: str, header: dict[str, Any],
                          version: tuple[int, int]) -> CaptureWriter:
         try:
-            fd = os.open(target, os.O_WRONLY | os.O_CLOEXEC)
+            if target == STDOUT:
+                fd = os.dup(1)
+            else:
+                fd = os.open(target, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
         except OSError as exc:
             raise ProfilerError(f"cannot write the capture {target}: {exc.strerror}.") from None
         writer = cls(fd, target)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from types import FrameType, SimpleNamespace
 from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageError
 from profiler.format import abi as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
-from profiler.format.container import VERSION_FRAME_CPU, VERSION_PLAIN, VERSION_ZSTD, CaptureWriter
+from profiler.format.container import STDOUT, VERSION_FRAME_CPU, VERSION_PLAIN, VERSION_ZSTD, CaptureWriter
 from profiler.record import kallsyms, metadata, perf_event, synth
 from profiler.record.events import EventSpec, default_event, split_modifiers
 from profiler.record.groups import Member, configure, members_of
@@ -92,7 +93,8 @@ class RecordResult(Value):
     def closing_line(self) -> str:
         mb = self.bytes_written / 1e6
         lost = f", {self.lost} lost" if self.lost else ""
-        return f"[ profiler record: Captured and wrote {mb:.3f} MB {self.path} ({self.samples} samples{lost}) ]"
+        path = "to standard output" if self.path == STDOUT else self.path
+        return f"[ profiler record: Captured and wrote {mb:.3f} MB {path} ({self.samples} samples{lost}) ]"
 
 
 def build_attr(
@@ -499,7 +501,7 @@ class Recorder:
         elif opts.tids:
             self.threads = threads_by_id(opts.tids)
         if opts.command:
-            self.child = Child(opts.command)
+            self.child = Child(opts.command, stdout_to_stderr=_is_our_stdout(opts.output))
         try:
             return self._record(specs, cpus)
         except BaseException:
@@ -616,6 +618,20 @@ class Recorder:
         if not failed and stopped_by is None and self.child.status is None:
             self.child.kill(signal.SIGTERM)
         return self.child.exit_code()
+
+
+def _is_our_stdout(path: str) -> bool:
+    """Whether the capture goes to the pipe or file that is our standard output (``-o
+    /dev/stdout``): the command's output then goes to standard error, as perf sends a
+    workload's when it writes perf.data to stdout, so that it does not land in the capture.
+    A shared device (``/dev/null`` for both) is left alone."""
+    if path == STDOUT:
+        return True
+    try:
+        ours, out = os.fstat(1), os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return (ours.st_dev, ours.st_ino) == (out.st_dev, out.st_ino) and not stat.S_ISCHR(out.st_mode)
 
 
 @contextmanager

@@ -61,10 +61,12 @@ def find_on_path(name: str, path: str | None = None) -> str | None:
 
 
 class Child:
-    """A forked command waiting for ``release()`` before it execs."""
+    """A forked command waiting for ``release()`` before it execs; ``stdout_to_stderr`` gives
+    it our standard error as its output too (the capture goes to our standard output)."""
 
-    def __init__(self, argv: tuple[str, ...]) -> None:
+    def __init__(self, argv: tuple[str, ...], stdout_to_stderr: bool = False) -> None:
         self.argv = argv
+        self.stdout_to_stderr = stdout_to_stderr
         self.path = resolve_command(argv)
         go_r, self._go_w = os.pipe()
         self._err_r, err_w = os.pipe()
@@ -86,6 +88,8 @@ class Child:
             if os.read(go_r, 1) != b"g":
                 os._exit(127)  # the recorder gave up before starting us
             os.close(go_r)
+            if self.stdout_to_stderr:
+                os.dup2(2, 1)
             os.execv(self.path, list(self.argv))
         except OSError as exc:
             try:

@@ -7,9 +7,11 @@ binary's symbol table (pyelftools), never from the recorder itself.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections import Counter
@@ -450,6 +452,57 @@ def test_kernel_symbols_of_every_sampled_kernel_address(workloads: Path, tmp_pat
 
 
 # --- losing, stopping, crashing ----------------------------------------------------------------
+
+
+def test_a_capture_to_standard_output_leaves_the_commands_output_out_of_it(tmp_path: Path,
+                                                                           profiler_cmd: list[str]) -> None:
+    # -o /proc/self/fd/1 (what /dev/stdout links to) redirected to a file: the file is written
+    # through the link, not renamed over it, and the command's own output goes to standard
+    # error, as perf sends a workload's when perf.data goes to stdout
+    out = tmp_path / "piped.prof"
+    with open(out, "wb") as stream:
+        result = subprocess.run([*profiler_cmd, "record", "-o", "/proc/self/fd/1", "--", "sh", "-c",
+                                 "echo said-by-the-command; i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"],
+                                stdout=stream, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "said-by-the-command" in result.stderr
+    assert not out.with_name("piped.prof.old").exists()
+    with CaptureReader.open(out) as reader:
+        assert reader.clean_end
+        assert samples(list(reader.iter_records()))
+
+
+def test_dash_streams_the_capture_to_a_report_reading_standard_input(tmp_path: Path, profiler_cmd: list[str]) -> None:
+    # perf record -o - | perf report -i -: the same pipeline, the command's output kept out of it
+    script = "echo said-by-the-command; i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"
+    rec = subprocess.Popen([*profiler_cmd, "record", "-o", "-", "--", "sh", "-c", script],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    report = subprocess.run([*profiler_cmd, "report", "--sort", "comm", "-i", "-"], stdin=rec.stdout,
+                            capture_output=True, text=True, timeout=60)
+    assert rec.stdout is not None
+    rec.stdout.close()
+    _, rec_err = rec.communicate(timeout=60)
+    assert rec.returncode == 0, rec_err
+    assert b"said-by-the-command" in rec_err and b"wrote" in rec_err and b"standard output" in rec_err
+    assert report.returncode == 0, report.stderr
+    assert re.search(r"^\s+100\.00%\s+\d+\s+\d+\s+sh\s*$", report.stdout, re.M), report.stdout
+    assert os.listdir(tmp_path) == []  # no file named '-'
+
+
+def test_a_capture_into_a_fifo_keeps_the_fifo(tmp_path: Path, profiler_cmd: list[str]) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    result = run_record(profiler_cmd, "-o", str(fifo), "--", "sh", "-c",
+                        "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done")
+    data, _ = reader.communicate(timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(os.listdir(tmp_path)) == ["fifo"]
+    copy = tmp_path / "copy.prof"
+    copy.write_bytes(data)
+    with CaptureReader.open(copy) as capture:
+        assert capture.clean_end
+        assert samples(list(capture.iter_records()))
 
 
 def _running_child(pid: int, name: str, timeout: float = 30) -> int:

@@ -205,3 +205,13 @@ def test_the_entry_point_maps_errors_like_click(capsys: pytest.CaptureFixture[st
         main(["record", "-a", "-p", "12"])
     assert exc.value.code == UsageError.exit_code
     assert capsys.readouterr().err == "profiler: -a (all CPUs) cannot be combined with -p or -t.\n"
+
+
+@pytest.mark.parametrize("output", ["-", "/dev/null"])
+def test_archive_is_refused_for_a_streamed_capture(output: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from profiler.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["record", "--archive", "-o", output, "--", "true"])
+    assert exc.value.code == UsageError.exit_code
+    assert "--archive packs the symbols into the capture file" in capsys.readouterr().err
