@@ -955,6 +955,20 @@ class _SampleBuilder:
         return part.take(np.arange(n))
 
 
+def period_total(period: U64) -> float:
+    """The sum of ``period`` without the wrap-around of a 64-bit sum (to compare with 2^64)."""
+    return float(period.sum(dtype=np.float64)) if len(period) else 0.0
+
+
+def check_period_total(total: float) -> None:
+    """Periods are summed in 64 bits (perf's u64): a report whose periods add up to 2^64 or
+    more would show wrapped-around sums, so it is refused (real periods are nowhere near:
+    2^64 ns is 584 years of cpu-clock). Decoding does not check: ``dump`` shows each record
+    as it was recorded."""
+    if total >= 2.0 ** 64:
+        raise FormatError("the samples' periods add up to 2^64 or more: the capture's PERIOD fields are damaged.")
+
+
 def _chunks(frames: list[Frame], chunk_bytes: int = CHUNK_BYTES) -> Iterator[list[Frame]]:
     batch: list[Frame] = []
     size = 0

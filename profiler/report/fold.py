@@ -46,7 +46,9 @@ from profiler.format.bulk import (
     SampleColumns,
     _ChainStore,
     _odd_multipliers,
+    check_period_total,
     count_types,
+    period_total,
     ranges,
     sample_word,
     samples_have_cpu,
@@ -201,6 +203,7 @@ class _ChunkResult:
     damaged: int
     has: frozenset[str]
     first_time: int
+    period_total: float  # of the chunk's samples, summed without wrapping (bulk.check_period_total)
 
 
 def fold_supported(header: dict[str, Any], filters: Filters) -> bool:
@@ -451,6 +454,7 @@ class _Merge:
         self.damaged = 0
         self.has: set[str] = set()
         self.first_time = -1
+        self.period_total = 0.0
 
     def add(self, result: _ChunkResult) -> None:
         rows = result.rows
@@ -464,6 +468,8 @@ class _Merge:
         self.recorded += result.recorded
         self.damaged += result.damaged
         self.has |= result.has
+        self.period_total += result.period_total
+        check_period_total(self.period_total)
         if result.first_time >= 0:
             self.first_time = result.first_time if self.first_time < 0 else min(self.first_time, result.first_time)
         if self.pending > max(self.folded_size, 1 << 16):
@@ -495,6 +501,7 @@ def _fold_chunk(plan: _Plan, index: int) -> _ChunkResult:
     del chunk
     recorded = np.bincount(s.event, minlength=len(decoder.events.events)).astype(np.int64)
     first_time = int(s.time.min()) if len(s) else -1
+    total = period_total(s.period)  # of every sample, as load_profile checks it
     keep = kept_samples(plan, s)
     if not keep.all():
         s = s.take(keep)
@@ -520,7 +527,7 @@ def _fold_chunk(plan: _Plan, index: int) -> _ChunkResult:
     if not len(used) or used[0] != 0:  # keep id 0 the empty chain
         table = ChainTable(np.concatenate([[0], start]).astype(np.int64), table.words)
         rows.chain_id = rows.chain_id + 1
-    return _ChunkResult(rows, table, recorded, damaged, s.has, first_time)
+    return _ChunkResult(rows, table, recorded, damaged, s.has, first_time, total)
 
 
 def check_cpu_filter(reader: CaptureReader, events: EventTable, filters: Filters) -> None:

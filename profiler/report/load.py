@@ -36,6 +36,8 @@ from profiler.format.bulk import (
     CONTEXT_KERNEL,
     CaptureData,
     SampleColumns,
+    check_period_total,
+    period_total,
     cpumode_context,
     load_capture,
     ranges,
@@ -414,6 +416,7 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
     say = progress or (lambda _msg: None)
     say("decoding")
     reader, data = opened or open_capture(options.input, options.callchains)
+    check_period_total(period_total(data.samples.period))  # the sums below are 64-bit
     warnings = list(reader.warnings) + list(data.warnings)
     names = [ev.name for ev in data.events.events]
     ev_index = select_event(names, event or options.filters.event)

@@ -399,3 +399,31 @@ def test_workers_die_with_the_report(tmp_path: Path) -> None:
     while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+
+
+@pytest.mark.parametrize("mode", ["whole", "jobs1", "jobs2"])
+def test_periods_adding_up_past_64_bits_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """Damaged PERIOD fields whose sum passes 2^64 would make every 64-bit sum wrap around: the
+    report refuses in one sentence, whether one decode sees them all or no chunk alone does."""
+    attr = cpu_clock_attr()
+    layout = R.SampleLayout.from_attr(attr)
+    writer = CaptureWriter.create(tmp_path / "wrap.prof", make_test_header([{"name": "cpu-clock", "attr": attr,
+                                                                            "ids": [7]}]))
+    writer.write_synth(R.encode(comm(100, 100, "demo", 1), layout))
+    for i in range(40):  # 40 * 2^60 = 2.5 * 2^64; a 512-byte chunk holds a few samples (< 2^64)
+        sample = R.Sample(ip=0x400100, pid=100, tid=100, time=1_000 + i, cpu=0, res=0, period=1 << 60,
+                          callchain=(R.PERF_CONTEXT_USER, 0x400100), misc=R.PERF_RECORD_MISC_USER)
+        writer.write_raw(0, R.encode(sample, layout))
+    writer.close()
+    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)
+    out = report(capsys, monkeypatch, mode, "-i", str(tmp_path / "wrap.prof"))
+    assert out.startswith("exit 1\n"), out
+    assert out.rstrip().endswith("the samples' periods add up to 2^64 or more: the capture's PERIOD fields "
+                                 "are damaged.") and "Traceback" not in out
+    code = 0
+    try:  # the records as recorded are still there to see
+        main(["dump", "-i", str(tmp_path / "wrap.prof")])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    assert code == 0 and capsys.readouterr().out.count(f"period={1 << 60:#x} ") == 40

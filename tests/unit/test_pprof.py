@@ -150,3 +150,21 @@ def test_a_capture_without_samples_is_one_sentence(tmp_path: Path, fmt: str) -> 
                           str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
     assert res.returncode == 1 and "no samples" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _huge(tmp_path: Path, periods: list[int], times: list[int]) -> Path:
+    recs: list[Any] = [comm(100, 100, "demo", 0, exec=True), mmap2(100, 0x400000, 0x2000, 0, "/usr/bin/demo", 0)]
+    recs += [user_sample([0x400100], t, period=p) for p, t in zip(periods, times)]
+    return write_capture(tmp_path / "huge.prof", recs)
+
+
+def test_numbers_past_int64_are_refused_or_left_out(tmp_path: Path) -> None:
+    # periods summing past 2^63 (pprof's values are int64): one sentence, nothing written
+    path = _huge(tmp_path, [1 << 62, 1 << 62, 1 << 62], [1_000, 2_000, 3_000])
+    res = subprocess.run([sys.executable, "-m", "profiler", "export", "-i", str(path), "-f", "pprof", "-o",
+                          str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "past the signed 64-bit values of pprof" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "out").exists()
+    # sample times 2^64 - 1 apart (a damaged capture): the duration is left out, the rest kept
+    prof = export(_huge(tmp_path, [1000, 1000], [5, (1 << 64) - 1]))
+    assert prof.duration_nanos == 0 and sum(s.value[1] for s in prof.sample) == 2000

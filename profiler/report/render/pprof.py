@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 
 from profiler import __version__
+from profiler.errors import ReportError
+from profiler.format.bulk import period_total
 from profiler.report.model import period_is_nanoseconds
 
 if TYPE_CHECKING:
@@ -172,6 +174,9 @@ class _Builder:
         first[1:] = (st[1:] != st[:-1]) | (td[1:] != td[:-1]) | (cm[1:] != cm[:-1])
         starts = np.flatnonzero(first)
         counts = np.diff(np.append(starts, len(order)))
+        if period_total(s.period) >= INT64_LIMIT:
+            raise ReportError(f"the periods of event '{profile.event}' add up to 2^63 or more, past the signed "
+                              f"64-bit values of pprof: this capture cannot be exported to pprof.")
         periods = np.add.reduceat(s.period[order].astype(np.int64), starts)
         names = profile.comm_names
         for j, pos in enumerate(starts.tolist()):
@@ -233,10 +238,12 @@ def build_pprof(data: PprofInput) -> Any:
     prof.period_type.type, prof.period_type.unit = b.s(types[1][0]), b.s(types[1][1])
     prof.period = _period(data.attrs[0], first.event)
     times = [p.samples.time for p in data.profiles if len(p.samples)]
-    if data.start_time_ns:
+    if data.start_time_ns and int(data.start_time_ns) < INT64_LIMIT:
         prof.time_nanos = int(data.start_time_ns)
     if times:
-        prof.duration_nanos = int(max(int(t.max()) for t in times) - min(int(t.min()) for t in times))
+        duration = max(int(t.max()) for t in times) - min(int(t.min()) for t in times)
+        if duration < INT64_LIMIT:  # sample times of a damaged capture can be any u64
+            prof.duration_nanos = duration
     for text in (f"profiler {__version__}", *data.comments):
         prof.comment.append(b.s(text))
     prof.string_table.extend(b.s.table)
@@ -257,11 +264,14 @@ def _main_binary(profiles: Sequence[Profile]) -> str | None:
     return max(sorted(hits), key=lambda k: hits[k]) if hits else None
 
 
+INT64_LIMIT = 1 << 63  # pprof's numbers are int64
+
+
 def _period(attr: dict[str, Any], event: str) -> int:
     period = int(attr.get("sample_period", 0) or 0)
     if attr.get("freq") and period:
         return 1_000_000_000 // period if period_is_nanoseconds(event) else 0
-    return period
+    return period if period < INT64_LIMIT else 0  # not a number pprof can hold: unknown
 
 
 def write_pprof(data: PprofInput, stream: BinaryIO) -> int:
