@@ -17,11 +17,14 @@ Stream = TypeVar("Stream", bound=IO[Any])
 @contextlib.contextmanager
 def open_output(path: str) -> Iterator[TextIO]:
     """``-`` is stdout; a file is written beside itself and renamed into place when complete,
-    so a failed export never leaves half a file behind."""
+    so a failed export never leaves half a file behind. Names from a capture that are not
+    UTF-8 (decoded with ``surrogateescape``) are written as the bytes they were, as on stdout
+    (profiler.exits.bytes_as_recorded): a file and ``-o -`` hold the same bytes."""
     if path == "-":
         yield sys.stdout
         return
-    with _replacing(path, lambda tmp: open(tmp, "w", encoding="utf-8", newline="\n")) as stream:
+    with _replacing(path, lambda tmp: open(tmp, "w", encoding="utf-8", errors="surrogateescape",
+                                           newline="\n")) as stream:
         yield stream
 
 

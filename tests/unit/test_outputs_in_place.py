@@ -93,3 +93,24 @@ def test_stdout_redirected_to_a_file_is_written_through_the_kernels_link(tmp_pat
     assert result.returncode == 0, result.stderr
     text = out.read_text()
     assert text.startswith("<!DOCTYPE html>") and "old contents" not in text
+
+
+@pytest.mark.parametrize("args", [["export", "-f", "folded"], ["flamegraph"], ["export", "-f", "speedscope"]])
+def test_names_that_are_not_utf8_are_written_as_recorded(tmp_path: Path, args: list[str],
+                                                         profiler_cmd: list[str]) -> None:
+    # a comm of bytes that are not UTF-8 (decoded with surrogateescape): the file gets the
+    # same bytes as standard output, where a strict encoder raised (found with a fuzzed perf.data)
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from report_capture import comm, user_sample, write_capture
+
+    path = write_capture(tmp_path / "c.prof", [comm(100, 100, "bad\udcff\udcfename", 0, exec=True),
+                                                user_sample([0x400100], 1_000)])
+    out = tmp_path / "out"
+    to_file = subprocess.run([*profiler_cmd, *args, "-i", str(path), "-o", str(out)], capture_output=True, timeout=60)
+    to_stdout = subprocess.run([*profiler_cmd, *args, "-i", str(path), "-o", "-"], capture_output=True, timeout=60)
+    assert to_file.returncode == 0 and to_stdout.returncode == 0, to_file.stderr + to_stdout.stderr
+    assert out.read_bytes() == to_stdout.stdout
+    if args[-1] == "folded":
+        assert b"bad\xff\xfename" in to_stdout.stdout
