@@ -8,6 +8,12 @@ MMAP2 ``len``, ids, paths), a frame's kind, flags, sequence or length, a cut, ga
 between frames — and re-seals checksums where that gets the damage past the container's
 CRCs, so the decoders behind them see it.
 
+The committed perf.data files (``perf-6.1-*.data``: perf record's file mode, its pipe mode,
+zstd-compressed records of two events) are read by the same commands and mutated too, on their
+own structure: a word of the file header (section offsets and sizes, the feature bitmap), a
+field of one record of the data section (type, misc, size, any word of the body), a word among
+the feature sections at the end, random bytes, a cut.
+
 Each mutated file is run through one command of the CLI (``info``, ``report``, ``script``,
 ``buildids``, ``export``, ``flamegraph``, ``dump``) in a forked child of a warmed-up parent
 (imports done once), with an address-space limit (RLIMIT_AS) and a timeout (SIGALRM then
@@ -389,7 +395,95 @@ MUTATIONS: list[tuple[Mutation, int]] = [
 ]
 
 
+# --- perf.data mutations ------------------------------------------------------------------------
+
+PERF_MAGIC = b"PERFILE2"
+PERF_FILE_HEADER = 104  # magic, size, attr_size, attrs/data/event_types sections, feature bitmap
+PERF_WORDS = [0, 1, 7, 8, 0xFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 2**63 - 1, 2**63, 2**64 - 1,
+              0x1000, 0x10000000]
+
+
+def perf_records(data: bytes) -> list[tuple[int, int]]:
+    """(offset, size) of each record of a perf.data file's data section (file or pipe mode)."""
+    if struct.unpack_from("<Q", data, 8)[0] == PERF_FILE_HEADER and len(data) >= PERF_FILE_HEADER:
+        start, size = struct.unpack_from("<QQ", data, 40)
+        end = min(len(data), start + size)
+    else:  # pipe mode: a 16-byte header, then records to the end
+        start, end = 16, len(data)
+    out, pos = [], start
+    while pos + 8 <= end:
+        rsize = struct.unpack_from("<H", data, pos + 6)[0]
+        if rsize < 8 or pos + rsize > end:
+            break
+        out.append((pos, rsize))
+        pos += rsize
+    return out
+
+
+def _put_word(data: bytearray, at: int, rng: random.Random, width: int = 8) -> None:
+    fmt = {2: "<H", 4: "<I", 8: "<Q"}[width]
+    value = rng.choice(PERF_WORDS + [len(data), len(data) + 8]) if rng.random() < 0.8 else rng.getrandbits(64)
+    if 0 <= at <= len(data) - width:
+        struct.pack_into(fmt, data, at, value & ((1 << (8 * width)) - 1))
+
+
+def pd_header_word(data: bytearray, rng: random.Random) -> None:
+    """A word of the file header: its size, a section's offset or size, the feature bitmap."""
+    _put_word(data, rng.randrange(8, min(len(data), PERF_FILE_HEADER) - 7) & ~7, rng)
+
+
+def pd_record_field(data: bytearray, rng: random.Random) -> None:
+    """One field of one record: type, misc, size, or a word of its body."""
+    spans = perf_records(bytes(data))
+    if not spans:
+        return pd_bytes(data, rng)
+    pos, size = rng.choice(spans)
+    roll = rng.random()
+    if roll < 0.15:
+        _put_word(data, pos, rng, 4)  # type
+    elif roll < 0.3:
+        _put_word(data, pos + 6, rng, 2)  # size
+    elif roll < 0.4:
+        _put_word(data, pos + 4, rng, 2)  # misc
+    elif size > 8:
+        _put_word(data, pos + 8 + rng.randrange(0, size - 8) // 8 * 8, rng)
+    return None
+
+
+def pd_tail_word(data: bytearray, rng: random.Random) -> None:
+    """A word among the feature sections after the data (their table, build-ids, strings)."""
+    _put_word(data, max(0, len(data) - rng.randrange(8, 4096)) & ~7, rng)
+
+
+def pd_bytes(data: bytearray, rng: random.Random) -> None:
+    for _ in range(rng.choice([1, 2, 8, 64])):
+        data[rng.randrange(8, len(data))] = rng.getrandbits(8)
+
+
+def pd_cut(data: bytearray, rng: random.Random) -> None:
+    del data[rng.randrange(16, len(data)):]
+
+
+PerfMutation = Callable[[bytearray, random.Random], None]
+PERF_MUTATIONS: list[tuple[PerfMutation, int]] = [
+    (pd_header_word, 6), (pd_record_field, 14), (pd_tail_word, 6), (pd_bytes, 4), (pd_cut, 2),
+]
+
+
+def mutate_perf_data(seed_data: bytes, rng: random.Random) -> tuple[str, bytes]:
+    ops, weights = zip(*PERF_MUTATIONS)
+    data = bytearray(seed_data)
+    names = []
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        op = rng.choices(ops, weights)[0]
+        op(data, rng)
+        names.append(op.__name__)
+    return names[0], bytes(data)
+
+
 def mutate(seed_data: bytes, rng: random.Random) -> tuple[str, bytes]:
+    if seed_data.startswith(PERF_MAGIC):
+        return mutate_perf_data(seed_data, rng)
     ops, weights = zip(*MUTATIONS)
     op = rng.choices(ops, weights)[0]
     parts = parse(seed_data)
@@ -407,9 +501,11 @@ def mutate(seed_data: bytes, rng: random.Random) -> tuple[str, bytes]:
 
 
 def seed_captures() -> list[bytes]:
-    """The committed captures plus one built here with several events and every metadata kind."""
+    """The committed captures plus one built here with several events and every metadata kind,
+    then the committed perf.data files (recorded by perf 6.1)."""
     seeds = [p.read_bytes() for p in sorted(SEEDS.glob("*.prof"))]
     seeds.append(multi_event_seed(seeds[0]))
+    seeds.extend(p.read_bytes() for p in sorted(SEEDS.glob("perf-*.data")))
     return seeds
 
 
@@ -444,7 +540,8 @@ def multi_event_seed(base: bytes) -> bytes:
 COMMANDS = [
     ["info"], ["report", "--stdio"], ["report", "-g", "caller"], ["report", "--no-children", "--sort", "dso,sym"],
     ["script"], ["buildids"], ["export", "-f", "speedscope"], ["export", "-f", "folded"], ["flamegraph"],
-    ["dump"], ["report", "--format", "json"], ["report", "--stats"],
+    ["dump"], ["report", "--format", "json"], ["report", "--stats"], ["export", "-f", "pprof"],
+    ["export", "-f", "firefox"],
 ]
 
 
@@ -452,8 +549,8 @@ def command_for(rng: random.Random, path: Path, out_dir: Path) -> list[str]:
     cmd = list(rng.choice(COMMANDS))
     if cmd == ["report", "--stdio"]:
         cmd = ["report"]
-    if cmd[0] == "flamegraph":
-        cmd += ["-o", str(out_dir / "fg.html")]
+    if cmd[0] == "flamegraph" or cmd[-1] in ("pprof", "firefox"):
+        cmd += ["-o", str(out_dir / "out")]
     if cmd[0] in ("report", "script", "export", "flamegraph", "buildids") and rng.random() < 0.3:
         cmd += ["--symfs", str(out_dir / "symfs"), "--debug-dir", str(out_dir / "debug")]
     return [*cmd, "-i", str(path)]
@@ -539,7 +636,8 @@ def warm_up(seed: Path, out_dir: Path) -> None:
     from profiler.cli import main
 
     for cmd in COMMANDS:
-        argv = [*cmd, "-i", str(seed)] if cmd[0] != "flamegraph" else [*cmd, "-o", str(out_dir / "fg.html"), "-i", str(seed)]
+        writes = cmd[0] == "flamegraph" or cmd[-1] in ("pprof", "firefox")
+        argv = [*cmd, *(["-o", str(out_dir / "out")] if writes else []), "-i", str(seed)]
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             try:
                 main(argv)
