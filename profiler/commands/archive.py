@@ -16,7 +16,7 @@ from profiler.report.symbols.debuginfod import DebuginfodClient
 @click.command("archive")
 @input_option
 @click.option("-o", "--output", "output", default=None, metavar="OUT",
-              help="Write an archived copy to OUT instead of changing the capture.")
+              help="Write an archived copy to OUT ('-' for standard output) instead of changing the capture.")
 @click.option("--strip-paths", is_flag=True,
               help="With -o: a copy for sharing, directory parts of file paths and command lines removed.")
 @click.option("--all-symbols", is_flag=True,
@@ -31,7 +31,7 @@ def command(input_path: str, output: str | None, strip_paths: bool, all_symbols:
                              debug_dirs=symbols.debug_dirs, kallsyms_path=symbols.kallsyms,
                              all_symbols=all_symbols,
                              debuginfod=DebuginfodClient.from_options(symbols.debuginfod, symbols.offline))
-    render_result(result, sys.stdout)
+    render_result(result, sys.stderr if output == "-" else sys.stdout)  # not into a capture on stdout
     sentence = not_found_sentence(result)
     if sentence is not None:  # the copy is written, but another machine will miss these
         click.echo(f"profiler: {sentence}", err=True)

@@ -114,3 +114,16 @@ def test_names_that_are_not_utf8_are_written_as_recorded(tmp_path: Path, args: l
     assert out.read_bytes() == to_stdout.stdout
     if args[-1] == "folded":
         assert b"bad\xff\xfename" in to_stdout.stdout
+
+
+def test_archive_to_standard_output(tmp_path: Path, profiler_cmd: list[str]) -> None:
+    # the archived copy on stdout, what was packed on stderr, no file named '-'
+    done = subprocess.run([*profiler_cmd, "archive", "-i", str(CAPTURE), "-o", "-"], capture_output=True,
+                          timeout=120, cwd=tmp_path, env={**os.environ, "PROFILER_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 1 and b"could not pack the symbols of 1 DSO" in done.stderr, done.stderr
+    assert b"[ profiler archive: packed" in done.stderr and done.stdout.startswith(b"\x7fPROFCAP")
+    assert not (tmp_path / "-").exists()
+    copy = tmp_path / "copy.prof"
+    copy.write_bytes(done.stdout)
+    with CaptureReader.open(copy) as capture:
+        assert capture.clean_end and capture.metadata("symbols")

@@ -32,6 +32,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,7 @@ from profiler.report.unwind.capture import table_sources, unwind_capture
 from profiler.report.unwind.sources import META_KIND as UNWIND_META
 from profiler.report.unwind.table import RuleTable
 from profiler.format.bulk import load_capture
-from profiler.format.container import CaptureReader, CaptureWriter
+from profiler.format.container import STDOUT, CaptureReader, CaptureWriter
 from profiler.format.localfile import written_in_place
 from profiler.report.offline.capture_dsos import DsoUse, scan_capture
 from profiler.report.symbols.debuginfod import DebuginfodClient
@@ -365,10 +366,10 @@ def unwind_payloads(reader: CaptureReader, tables: dict[tuple[str, str | None], 
 def _write(reader: CaptureReader, src: Path, out: Path, frames: list[tuple[str, dict[str, Any]]],
            strip: bool, in_place: bool) -> int:
     """Build the new capture in a temporary file beside ``out``, then ``os.replace`` it; a
-    device or FIFO at ``out`` (``/dev/null``) is not replaced but written with the new
+    device or FIFO at ``out`` (``/dev/null``; ``-``, standard output) is not replaced but written with the new
     capture, which is then built in the temporary directory. Returns the capture's size."""
     try:
-        special = written_in_place(out)
+        special = str(out) == STDOUT or written_in_place(out)
     except OSError as exc:
         raise ProfilerError(f"cannot write {out}: {exc.strerror or exc}.") from None
     beside = Path(tempfile.gettempdir()) / out.name if special else out
@@ -408,10 +409,16 @@ def _write(reader: CaptureReader, src: Path, out: Path, frames: list[tuple[str, 
 
 
 def _pour(tmp: Path, out: Path) -> None:
-    """The finished capture at ``tmp`` written into the device or FIFO ``out``; tmp removed."""
+    """The finished capture at ``tmp`` written into the device or FIFO ``out`` (``-``: standard
+    output); tmp removed."""
     try:
-        with open(tmp, "rb") as source, open(out, "wb") as sink:
-            shutil.copyfileobj(source, sink)
+        with open(tmp, "rb") as source:
+            if str(out) == STDOUT:
+                shutil.copyfileobj(source, sys.stdout.buffer)
+                sys.stdout.buffer.flush()
+            else:
+                with open(out, "wb") as sink:
+                    shutil.copyfileobj(source, sink)
     except OSError as exc:
         raise ProfilerError(f"cannot write {out}: {exc.strerror or exc}.") from None
     tmp.unlink()
