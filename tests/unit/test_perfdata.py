@@ -326,3 +326,25 @@ def test_strings_and_counts_in_features_are_checked() -> None:
     parse_feature(ok, 29, struct.pack("<IIQQ", 1, 1, 5_000, 700), "<", 0, 24)
     assert ok.hostname == "host" and ok.clock_data["wall_clock_ns"] == 5_000
     assert kaddr("k_mid") > 0  # the fake kernel of report_capture is what these files sample
+
+
+def test_strings_that_are_not_utf8_are_imported_as_replacement_characters(tmp_path: Path) -> None:
+    """A real perf 6.1 file whose cmdline feature holds a byte that is not UTF-8: the capture's
+    strings must be UTF-8 (msgpack), so import writes U+FFFD there, where it raised (found by
+    fuzzing), and the capture reports as the perf.data file does."""
+    data = bytearray((Path(__file__).resolve().parents[2] / "fixtures" / "captures" / "perf-6.1-g.data").read_bytes())
+    at = data.index(b"/usr/bin/perf\0") + len("/usr/bin/")
+    data[at] = 0xFF  # "/usr/bin/\xfferf"
+    damaged = tmp_path / "damaged.data"
+    damaged.write_bytes(bytes(data))
+    out = tmp_path / "imported.prof"
+    done = subprocess.run([sys.executable, "-m", "profiler", "import", str(damaged), "-o", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    with CaptureReader.open(out) as capture:
+        assert "/usr/bin/\ufffderf" in capture.header["cmdline"]
+    reports = [subprocess.run([sys.executable, "-m", "profiler", "report", "--sort", "comm,dso", "-g", "none",
+                               "-i", str(path)], capture_output=True, text=True, timeout=60).stdout
+               for path in (damaged, out)]
+    rows = [[line for line in r.splitlines() if line.strip() and not line.startswith("#")] for r in reports]
+    assert rows[0] and rows[0] == rows[1]
