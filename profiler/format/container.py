@@ -215,6 +215,9 @@ class CaptureWriter:
         end = scan.frames_end  # in the file (frames of an inflated image have other offsets)
         next_seq = keep.seq + 1 if keep is not None else 0
         reader.close()
+        if next_seq > 0xFFFFFFFF:
+            raise FormatError("the capture cannot be extended: its last frame's sequence number is the largest "
+                              "a frame can have (the capture is damaged).")
         try:
             fd = os.open(target, os.O_WRONLY | os.O_CLOEXEC)
         except OSError as exc:

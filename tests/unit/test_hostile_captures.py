@@ -152,3 +152,18 @@ def test_samples_in_a_frame_naming_no_cpu_of_the_machine_get_no_cpu(tmp_path: Pa
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     rows = [line.split()[-1] for line in done.stdout.splitlines() if line.strip() and not line.startswith("#")]
     assert sorted(rows) == ["-001", "000", "001"], done.stdout
+
+
+def test_a_last_frame_at_the_largest_sequence_number_is_not_extended(tmp_path: Path) -> None:
+    """archive appends frames after the last one: a damaged last sequence number of 2^32 - 1
+    leaves none for them, one sentence (it gave a struct.error traceback)."""
+    parts = seed("small.prof")
+    assert parts.frames[-1].kind == 5  # the trailer: dropped, the frame before it is the last
+    parts.frames[-2].seq = 0xFFFFFFFF  # read, after a warning that frames are missing
+    path = write(tmp_path, cf.build(parts))
+    before = path.read_bytes()
+    for args in (["archive", "-o", str(tmp_path / "copy.prof")], ["archive"]):
+        rc, err, rss = run_cli(path, *args)
+        assert_clean(rc, err, rss)
+        assert rc == 1 and "its last frame's sequence number is the largest a frame can have" in err, err
+    assert path.read_bytes() == before and not (tmp_path / "copy.prof").exists()
