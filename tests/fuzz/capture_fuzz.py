@@ -15,7 +15,7 @@ field of one record of the data section (type, misc, size, any word of the body)
 the feature sections at the end, random bytes, a cut.
 
 Each mutated file is run through one command of the CLI (``info``, ``report``, ``script``,
-``buildids``, ``export``, ``flamegraph``, ``dump``) in a forked child of a warmed-up parent
+``buildids``, ``export``, ``flamegraph``, ``dump``, ``import``, ``archive``) in a forked child of a warmed-up parent
 (imports done once), with an address-space limit (RLIMIT_AS) and a timeout (SIGALRM then
 SIGKILL). A run fails on a Python traceback, a crash, a hang or running out of memory; a
 clean refusal (one ``profiler:`` sentence, non-zero exit) is a pass. The peak RSS of every
@@ -541,12 +541,16 @@ COMMANDS = [
     ["info"], ["report", "--stdio"], ["report", "-g", "caller"], ["report", "--no-children", "--sort", "dso,sym"],
     ["script"], ["buildids"], ["export", "-f", "speedscope"], ["export", "-f", "folded"], ["flamegraph"],
     ["dump"], ["report", "--format", "json"], ["report", "--stats"], ["export", "-f", "pprof"],
-    ["export", "-f", "firefox"],
+    ["export", "-f", "firefox"], ["import"], ["archive"],
 ]
 
 
 def command_for(rng: random.Random, path: Path, out_dir: Path) -> list[str]:
     cmd = list(rng.choice(COMMANDS))
+    if cmd[0] == "import":  # a perf.data file (a capture is one sentence)
+        return ["import", "-o", str(out_dir / "out"), str(path)]
+    if cmd[0] == "archive":  # a copy, so the input is never changed in place
+        cmd += ["-o", str(out_dir / "out")]
     if cmd == ["report", "--stdio"]:
         cmd = ["report"]
     if cmd[0] == "flamegraph" or cmd[-1] in ("pprof", "firefox"):
@@ -636,8 +640,10 @@ def warm_up(seed: Path, out_dir: Path) -> None:
     from profiler.cli import main
 
     for cmd in COMMANDS:
-        writes = cmd[0] == "flamegraph" or cmd[-1] in ("pprof", "firefox")
+        writes = cmd[0] in ("flamegraph", "archive") or cmd[-1] in ("pprof", "firefox")
         argv = [*cmd, *(["-o", str(out_dir / "out")] if writes else []), "-i", str(seed)]
+        if cmd[0] == "import":
+            argv = ["import", "-o", str(out_dir / "out"), str(seed)]
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             try:
                 main(argv)
