@@ -279,10 +279,11 @@ def test_a_command_after_pid_is_a_timer(spinner: subprocess.Popen[str], workload
 
 
 def test_a_timer_outliving_its_target_is_terminated_like_perfs(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
-    # the target exits after ~0.3 s: the recording ends then, and the timer command still
-    # running gets SIGTERM, whose status (143) is the recorder's, as perf's is
+    # the target exits after ~1 s (time enough for perf, slower to start, to attach on a busy
+    # machine): the recording ends then, and the timer command still running gets SIGTERM,
+    # whose status (143) is the recorder's, as perf's is
     def attach(cmd: list[str], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
-        target = subprocess.Popen([str(workloads / "shares"), "0.2"], stdout=subprocess.DEVNULL)
+        target = subprocess.Popen([str(workloads / "shares"), "0.7"], stdout=subprocess.DEVNULL)
         try:
             start = time.monotonic()
             done = subprocess.run([*cmd, "-p", str(target.pid), *args, "--", "sleep", "30"],
