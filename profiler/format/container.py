@@ -112,8 +112,32 @@ def _pad8(n: int) -> int:
 
 
 def _packb(obj: Any) -> bytes:
-    data: bytes = msgpack.packb(obj, use_bin_type=True)
+    """``obj`` as msgpack, whose strings are UTF-8: a name read with ``surrogateescape`` (a
+    command line, a mapped path or a perf.data string whose bytes are not UTF-8) is written with
+    U+FFFD for those bytes (only such an object is walked)."""
+    try:
+        data: bytes = msgpack.packb(obj, use_bin_type=True)
+    except UnicodeEncodeError:
+        data = msgpack.packb(as_utf8(obj), use_bin_type=True)
     return data
+
+
+def as_utf8(obj: Any) -> Any:
+    """``obj`` with every string valid UTF-8: the bytes ``surrogateescape`` kept become U+FFFD."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                return obj.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            except UnicodeEncodeError:  # a surrogate surrogateescape did not make
+                return obj.encode("utf-8", "replace").decode("utf-8")
+        return obj
+    if isinstance(obj, dict):
+        return {as_utf8(k): as_utf8(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [as_utf8(v) for v in obj]
+    return obj
 
 
 def _unpackb(data: bytes | memoryview, what: str, budget: Budget | None = None) -> Any:

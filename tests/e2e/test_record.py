@@ -490,6 +490,21 @@ def test_dash_streams_the_capture_to_a_report_reading_standard_input(tmp_path: P
     assert os.listdir(tmp_path) == []  # no file named '-'
 
 
+def test_a_program_whose_name_is_not_utf8_is_recorded(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+    # its path reaches the header (cmdline, target) and the build-id table as surrogateescape
+    # text, which msgpack refused: the recording failed with a traceback before the command ran
+    program = os.fsencode(tmp_path) + b"/sh\xffres"
+    shutil.copy(workloads / "shares", os.fsdecode(program))
+    out = tmp_path / "named.prof"
+    result = run_record(profiler_cmd, "-o", str(out), "--", os.fsdecode(program), "0.2")
+    assert result.returncode == 0, result.stderr
+    with CaptureReader.open(out) as reader:
+        assert reader.header["cmdline"][-2].endswith("/sh\ufffdres")
+        recs = list(reader.iter_records())
+    assert any(isinstance(r, R.Mmap2) and os.fsencode(r.filename) == program for r in recs)  # the bytes, in raw frames
+    assert len(samples(recs)) > 100
+
+
 def test_a_capture_into_a_fifo_keeps_the_fifo(tmp_path: Path, profiler_cmd: list[str]) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

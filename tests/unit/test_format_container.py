@@ -448,3 +448,18 @@ def test_a_failed_header_leaves_the_old_file_and_no_temporary(tmp_path: Path, mo
         CaptureWriter.create(path, make_test_header(), keep_old=True)
     monkeypatch.undo()
     assert _note(path) == "kept" and sorted(p.name for p in tmp_path.iterdir()) == ["c.prof"]
+
+
+def test_strings_that_are_not_utf8_are_written_with_replacement_characters(tmp_path: Path) -> None:
+    """A command line or mapped path read with surrogateescape (bytes that are not UTF-8): the
+    header and metadata strings of a capture are UTF-8, so those bytes become U+FFFD;
+    msgpack raised on them, and a recording of a program so named failed."""
+    path = tmp_path / "c.prof"
+    header = make_test_header()
+    header["cmdline"] = ["profiler", "record", "--", "/tmp/sh\udcffres"]
+    writer = CaptureWriter.create(path, header)
+    writer.write_meta("buildids", {"entries": [{"path": "/opt/\udcfe/lib.so", "source": "file"}]})
+    writer.close()
+    with CaptureReader.open(path) as reader:
+        assert reader.header["cmdline"][-1] == "/tmp/sh\ufffdres"
+        assert reader.metadata("buildids")[0]["entries"][0]["path"] == "/opt/\ufffd/lib.so"

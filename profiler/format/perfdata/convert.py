@@ -27,31 +27,11 @@ class ImportResult:
     bytes_written: int = 0
 
 
-def as_utf8(obj: Any) -> Any:
-    """``obj`` with every string valid UTF-8, as a capture's msgpack strings must be: perf.data
-    strings are bytes, read with ``surrogateescape``, and bytes that are not UTF-8 become
-    U+FFFD (a damaged hostname or command line; such a path no longer names the file)."""
-    if isinstance(obj, str):
-        try:
-            obj.encode("utf-8")
-        except UnicodeEncodeError:
-            try:
-                return obj.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-            except UnicodeEncodeError:  # a surrogate surrogateescape did not make
-                return obj.encode("utf-8", "replace").decode("utf-8")
-        return obj
-    if isinstance(obj, dict):
-        return {as_utf8(k): as_utf8(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [as_utf8(v) for v in obj]
-    return obj
-
-
 def write_capture(reader: CaptureReader, out: str | os.PathLike[str],
                   extra_meta: list[tuple[str, dict[str, Any]]] | None = None) -> ImportResult:
     """Write ``reader``'s header, record frames and metadata as a new capture at ``out``."""
     result = ImportResult(clean=reader.clean_end)
-    header = as_utf8(dict(reader.header))
+    header = dict(reader.header)
     header["imported_from"] = {"format": getattr(reader, "source_format", "capture"),
                                "path": Path(str(reader.path)).name}
     writer = CaptureWriter.create(out, header)
@@ -68,7 +48,7 @@ def write_capture(reader: CaptureReader, out: str | os.PathLike[str],
             result.frames += 1
             result.record_bytes += len(frame.payload)
         for kind, data in [*reader.iter_metadata(), *(extra_meta or [])]:
-            writer.write_meta(kind, as_utf8(data))
+            writer.write_meta(kind, data)
             result.metadata += 1
         if reader.clean_end:
             writer.close({"imported": True, **reader.trailer})
