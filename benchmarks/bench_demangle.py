@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from profiler.report.symbols.demangle import demangle
-from profiler.report.symbols.elf import ElfFile
+from profiler.symbols.demangle import demangle
+from profiler.symbols.elf import ElfFile
 
 LIB = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
 

@@ -68,12 +68,13 @@ def unwind_only(capture: Path, cache: Path) -> tuple[int, float]:
     decoding and replay are done first and not counted."""
     os.environ["PROFILER_CACHE_DIR"] = str(cache)
     sys.path.insert(0, str(ROOT))
-    from profiler.report.load import open_capture
+    from profiler.report.capture import Capture
     from profiler.report.replay import replay
-    from profiler.report.unwind.capture import table_sources
-    from profiler.report.unwind.driver import unwind_event_samples
+    from profiler.report.unwind_capture import table_sources
+    from profiler.report.unwind_samples import unwind_event_samples
 
-    reader, data = open_capture(str(capture))
+    opened = Capture(str(capture))
+    reader, data = opened.reader, opened.data
     s = data.samples
     rep = replay(data.others, data.others_before, s.pid, s.tid, reader.build_ids())
     sources = table_sources(reader)

@@ -17,7 +17,7 @@ the symbols that cover a kernel address some sample holds. So the recorder:
   kernel's own reads them instead (a mapped file: a look-up touches a few pages), and
   /proc/kallsyms not at all.
 
-The symbols chosen are those :func:`profiler.report.symbols.kallsyms.parse_kallsyms` gives
+The symbols chosen are those :func:`profiler.symbols.kallsyms.parse_kallsyms` gives
 for the same addresses (the tests check it): text symbols only (types ``T t W w``), one table
 for the kernel and one per ``[module]``; of several symbols at one address the last listed
 wins; each covers up to the next text symbol's start in its table, the last one of a table
@@ -46,9 +46,9 @@ if TYPE_CHECKING:
     StrPath = str | os.PathLike[str]
 
 KALLSYMS = "/proc/kallsyms"
-KERNEL_DSO = "[kernel.kallsyms]"  # profiler.report.symbols.kallsyms.KERNEL_DSO
+KERNEL_DSO = "[kernel.kallsyms]"  # profiler.symbols.kallsyms.KERNEL_DSO
 PAGE_SIZE = 4096
-PACKED_VERSION = 1  # profiler.report.symbols.table.PACKED_VERSION
+PACKED_VERSION = 1  # profiler.symbols.table.PACKED_VERSION
 _TEXT = frozenset(b"TtWw")
 _HEAD_CHUNK = 64 << 10
 _U64_MAX = (1 << 64) - 1

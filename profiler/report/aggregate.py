@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format.bulk import ranges
-from profiler.report.load import Profile
+from profiler.report.profile import Profile
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]

@@ -20,7 +20,7 @@ def profile_rows(capture: str | os.PathLike[str], *, symfs: str | os.PathLike[st
                  ) -> tuple[list[Row], list[str]]:
     """Every distinct (comm, stack, samples) of the capture, frames as (dso, label) root first;
     and the report's warnings (the symbol-source chain's included)."""
-    from profiler.report.load import load_profile
+    from profiler.report.pipeline import load_profile
     from profiler.report.options import LoadOptions
 
     options = LoadOptions(input=str(capture), symfs=None if symfs is None else str(symfs),
@@ -28,11 +28,11 @@ def profile_rows(capture: str | os.PathLike[str], *, symfs: str | os.PathLike[st
                           kallsyms=None if kallsyms is None else str(kallsyms))
     profile = load_profile(options)
     rows: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
-    for stack, comm in zip(profile.stack.tolist(), profile.comm.tolist()):
+    for stack, comm, n in zip(profile.stack.tolist(), profile.comm.tolist(), profile.sample_weights().tolist()):
         fids = reversed(profile.stack_frame_ids(stack).tolist())
         frames = tuple((profile.frame(f).dso, profile.frame(f).label()) for f in fids)
         key = (profile.comm_names[comm], frames)
-        rows[key] = rows.get(key, 0) + 1
+        rows[key] = rows.get(key, 0) + n
     return sorted((c, f, n) for (c, f), n in rows.items()), list(profile.warnings)
 
 

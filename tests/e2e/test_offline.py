@@ -23,8 +23,8 @@ import pytest
 from profiler.format import records as R
 from profiler.format.container import CaptureReader
 from profiler.report.offline.archive import archive_capture
-from profiler.report.symbols.elf import ElfFile
-from profiler.report.symbols.dso import clear_symbol_cache
+from profiler.symbols.elf import ElfFile
+from profiler.symbols.dso import clear_symbol_cache
 
 from offline_helpers import Row, profile_rows, record, rows_from_json
 

@@ -428,7 +428,7 @@ def test_kernel_symbols_of_every_sampled_kernel_address(workloads: Path, tmp_pat
                                                        profiler_cmd: list[str]) -> None:
     """The recorder packs the kernel symbols that cover the kernel addresses its samples hold:
     each such address is named as the whole of this machine's /proc/kallsyms names it."""
-    from profiler.report.symbols.kallsyms import KernelSymbols, load_kallsyms
+    from profiler.symbols.kallsyms import KernelSymbols, load_kallsyms
 
     full = load_kallsyms("/proc/kallsyms")
     if full.all_zero or not len(full.kernel):

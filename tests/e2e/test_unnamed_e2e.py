@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from profiler.report.offline.archive import archive_capture
-from profiler.report.symbols.dso import clear_symbol_cache
+from profiler.symbols.dso import clear_symbol_cache
 
 from offline_helpers import profile_rows, record
 

@@ -9,7 +9,7 @@ from capture_factory import make_test_header
 
 from profiler.format import records as R
 from profiler.format.container import CaptureWriter
-from profiler.report.symbols.elf import ElfFile
+from profiler.symbols.elf import ElfFile
 
 BASE = 0x5555_0000_0000
 KERNEL_TEXT = 0xFFFF_FFFF_8100_0000

@@ -12,7 +12,8 @@ from report_capture import comm, kallsyms_text, kernel_sample, write_capture
 
 from profiler.report.aggregate import FlatProfile, aggregate
 from profiler.report.callgraph import row_tree
-from profiler.report.load import Profile, load_profile
+from profiler.report.pipeline import load_profile
+from profiler.report.profile import Profile
 from profiler.report.options import Filters, LoadOptions, parse_time
 
 STACKS = [  # (leaf-first frames, pid, cpu, count)

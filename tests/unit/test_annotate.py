@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from profiler.report.annotate import _code, _disassemble
-from profiler.report.symbols.elf import ElfFile
+from profiler.symbols.elf import ElfFile
 
 pytestmark = pytest.mark.skipif(shutil.which("objdump") is None, reason="binutils not installed")
 

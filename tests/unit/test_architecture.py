@@ -61,8 +61,8 @@ FORBIDDEN = {"format": {"record", "report", "commands"}, "record": {"report"}, "
 def test_the_graph_sees_known_edges() -> None:
     graph = import_graph()  # guards the checker itself: it must see real imports
     assert "profiler.format.records" in graph["profiler.format.bulk"]
-    assert "profiler.report.symbols.elf" in graph["profiler.report.symbols.dso"]
-    assert "profiler.report.stacks" in graph["profiler.commands.flamegraph"]
+    assert "profiler.symbols.elf" in graph["profiler.symbols.dso"]
+    assert "profiler.report.pipeline" in graph["profiler.commands.flamegraph"]
 
 
 @pytest.mark.parametrize("side", sorted(FORBIDDEN))

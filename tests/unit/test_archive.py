@@ -16,10 +16,11 @@ from profiler.errors import ProfilerError, UsageError
 from profiler.format import records as R
 from profiler.format.container import CaptureReader, CaptureWriter
 from profiler.report.offline.archive import archive_capture, subset_table
-from profiler.report.symbols.elf import ElfFile
-from profiler.report.symbols.chain import MISMATCH, PACKED, SymbolSources
-from profiler.report.symbols.dso import clear_symbol_cache
-from profiler.report.symbols.table import SymbolTable
+from profiler.symbols.elf import ElfFile
+from profiler.report.capture import metadata_of
+from profiler.symbols.sources import MISMATCH, PACKED, SymbolSources
+from profiler.symbols.dso import clear_symbol_cache
+from profiler.symbols.table import SymbolTable
 
 from offline_factory import BASE, runtime_ip, write_capture
 
@@ -44,7 +45,7 @@ def resolve_names(capture: Path, binary_path: str, build_id: str | None, ips: di
                   **kw: Any) -> list[str | None]:
     """Resolve each sampled ip through the capture's sources, as the reporter does."""
     with CaptureReader.open(capture) as reader:
-        sources = SymbolSources(reader, **kw)
+        sources = SymbolSources(metadata_of(reader), **kw)
     syms, _ = sources.for_dso(binary_path, build_id)
     out: list[str | None] = []
     for ip in ips.values():
@@ -82,7 +83,7 @@ def test_archive_then_delete_binary(setup: tuple[Path, Path, ElfFile], tmp_path:
     assert resolve_names(capture, str(binary), elf.build_id, ips, symfs=tmp_path / "empty", debug_dirs=()) == wanted
     with CaptureReader.open(capture) as reader:
         assert reader.clean_end
-        ks, label, _ = SymbolSources(reader).kernel()
+        ks, label, _ = SymbolSources(metadata_of(reader)).kernel()
     assert label == PACKED and ks is not None
     assert ks.lookup(0xFFFF_FFFF_8101_0104) == ("[mymod]", "m_eps", 4)
 
@@ -146,7 +147,7 @@ def test_mismatch_without_archive_names_nothing(setup: tuple[Path, Path, ElfFile
     shutil.copy(fixtures_dir / "elf" / "prog_nopie", binary)  # another build at the same path
     clear_symbol_cache()
     with CaptureReader.open(capture) as reader:
-        sources = SymbolSources(reader, debug_dirs=())
+        sources = SymbolSources(metadata_of(reader), debug_dirs=())
     syms, label = sources.for_dso(str(binary), elf.build_id)
     assert label == MISMATCH and not syms.ok and len(sources.warnings) == 1
     assert resolve_names(archived, str(binary), elf.build_id, ips, debug_dirs=()) == ["main"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.report.symbols.debuginfod import DebuginfodClient, urls_from, valid_build_id
+from profiler.symbols.debuginfod import DebuginfodClient, urls_from, valid_build_id
 from profiler.format.buildid import read_build_id
 
 

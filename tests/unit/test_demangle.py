@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from profiler.report.symbols import demangle as demangle_module
-from profiler.report.symbols.demangle import demangle, demangle_rust_legacy
-from profiler.report.symbols.elf import ElfFile
+from profiler.symbols import demangle as demangle_module
+from profiler.symbols.demangle import demangle, demangle_rust_legacy
+from profiler.symbols.elf import ElfFile
 
 needs_cxxfilt = pytest.mark.skipif(shutil.which("c++filt") is None, reason="binutils not installed")
 

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profiler.format.buildid import read_build_id
-from profiler.report.symbols.elf import ElfError, ElfFile, symbol_dtype
-from profiler.report.symbols.elfheaders import ElfLayout
-from profiler.report.symbols.dso import load_dso_symbols
-from profiler.report.symbols.table import SymbolTable
+from profiler.symbols.elf import ElfError, ElfFile, symbol_dtype
+from profiler.symbols.elfheaders import ElfLayout
+from profiler.symbols.dso import load_dso_symbols
+from profiler.symbols.table import SymbolTable
 
 pytestmark = pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils not installed")
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from profiler.report.symbols.debugfile import build_id_path, find_debug_file
-from profiler.report.symbols.elf import ElfFile
-from profiler.report.symbols.dso import (
+from profiler.symbols.debugfile import build_id_path, find_debug_file
+from profiler.symbols.elf import ElfFile
+from profiler.symbols.dso import (
     SymbolStatus,
     build_ids_match,
     clear_symbol_cache,

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler.report.symbols.elf import ElfFile
-from profiler.report.symbols.dso import SymbolStatus, clear_symbol_cache, load_dso_symbols
+from profiler.symbols.elf import ElfFile
+from profiler.symbols.dso import SymbolStatus, clear_symbol_cache, load_dso_symbols
 
 TEXT_ADDR = 0x10000
 TEXT_OFFSET = 0x200

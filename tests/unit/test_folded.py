@@ -1,4 +1,4 @@
-"""Folded stacks: escaping, kind suffixes, unknown frames, thread labels, merging, sorting.
+"""Tally stacks: escaping, kind suffixes, unknown frames, thread labels, merging, sorting.
 
 The golden file is re-blessed with ``PROFILER_BLESS=1 pytest tests/unit/test_folded.py``.
 """

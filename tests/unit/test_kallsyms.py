@@ -6,7 +6,7 @@ import msgpack
 import pytest
 
 from profiler.errors import ReportError
-from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols, load_kallsyms, parse_kallsyms
+from profiler.symbols.kallsyms import KERNEL_DSO, KernelSymbols, load_kallsyms, parse_kallsyms
 
 SAMPLE = """\
 ffffffff81000000 T _stext

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from report_capture import comm, kaddr, kallsyms_text, kernel_sample, write_capture
 
-from profiler.report.load import load_profile
+from profiler.report.pipeline import load_profile
 from profiler.report.model import Frame, Location, Mapping, SourceLine
 from profiler.report.options import LoadOptions
-from profiler.report.symbols.kallsyms import KERNEL_DSO
+from profiler.symbols.kallsyms import KERNEL_DSO
 
 
 def test_one_address_expands_into_its_inlined_frames() -> None:
@@ -53,7 +53,7 @@ def modules_after_import(module: str) -> list[str]:
 
 
 def test_importing_the_model_or_the_loader_loads_no_renderer() -> None:
-    for module in ("profiler.report.model", "profiler.report.load", "profiler.report.stacks"):
+    for module in ("profiler.report.model", "profiler.report.pipeline", "profiler.report.profile"):
         loaded = modules_after_import(module)
         assert module in loaded
         assert [m for m in loaded if m.startswith("profiler.report.render.")] == [], module

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from profiler.errors import ReportError
-from profiler.report.symbols.perfmap import load_perf_map, parse_perf_map, perf_map_path
+from profiler.symbols.perfmap import load_perf_map, parse_perf_map, perf_map_path
 
 MAP = """\
 7f0000001000 40 LazyCompile:~main /app/index.js:1

@@ -19,8 +19,9 @@ import pytest
 from capture_factory import cpu_clock_attr
 from report_capture import comm, kallsyms_text, kernel_sample, mmap2, user_sample, write_capture
 
-from profiler.report.load import load_profile
+from profiler.report.pipeline import load_profile
 from profiler.report.options import LoadOptions
+from profiler.report.profile import stack_profile
 from profiler.report.render.pprof import PprofInput, build_pprof, sample_types
 from profiler.report.render.proto import profile_pb2 as pb
 
@@ -139,7 +140,7 @@ def test_sample_types_name_clock_and_other_events() -> None:
 def test_build_is_deterministic(tmp_path: Path) -> None:
     path = capture(tmp_path)
     profile = load_profile(LoadOptions(input=str(path)))
-    data = PprofInput([profile], [cpu_clock_attr()], {"/usr/bin/demo": BID})
+    data = PprofInput([stack_profile(profile, locations=True)])
     assert build_pprof(data).SerializeToString() == build_pprof(data).SerializeToString()
 
 

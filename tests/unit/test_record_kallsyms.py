@@ -13,7 +13,7 @@ import pytest
 from profiler.format import records as R
 from profiler.record import kallsyms as K
 from profiler.record.session import StreamStats
-from profiler.report.symbols.kallsyms import KernelSymbols, parse_kallsyms
+from profiler.symbols.kallsyms import KernelSymbols, parse_kallsyms
 
 TEXT = """\
 ffffffff81000000 T _stext
@@ -221,8 +221,8 @@ def test_the_kernel_lines_are_kept_for_this_boot(tmp_path: Path, monkeypatch: py
 
 
 def test_the_recorder_writes_what_the_reader_reads() -> None:
-    from profiler.report.symbols import kallsyms as report_kallsyms
-    from profiler.report.symbols import table
+    from profiler.symbols import kallsyms as report_kallsyms
+    from profiler.symbols import table
 
     assert K.KERNEL_DSO == report_kallsyms.KERNEL_DSO and K.PACKED_VERSION == table.PACKED_VERSION
     assert K.PAGE_SIZE == report_kallsyms.PAGE_SIZE

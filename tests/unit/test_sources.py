@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from profiler.report.offline.archive import archive_capture
-from profiler.report.symbols.elf import ElfFile
-from profiler.report.symbols.elfheaders import ElfLayout, LoadSegment
-from profiler.report.symbols.chain import (
+from profiler.symbols.elf import ElfFile
+from profiler.symbols.elfheaders import ElfLayout, LoadSegment
+from profiler.report.capture import metadata_of
+from profiler.symbols.sources import (
     DEBUG_DIR,
     KALLSYMS_FILE,
     LOCAL,
@@ -22,7 +23,7 @@ from profiler.report.symbols.chain import (
     SymbolSources,
     rebuilt_layout,
 )
-from profiler.report.symbols.dso import clear_symbol_cache
+from profiler.symbols.dso import clear_symbol_cache
 from profiler.format.container import CaptureReader
 
 from offline_factory import KALLSYMS, write_capture
@@ -135,7 +136,7 @@ def test_packed_beats_every_other_source(fixtures_dir: Path, tmp_path: Path) -> 
     write_capture(capture, binary, [["leaf_add", "local_sum", "main"]])
     archive_capture(capture, debug_dirs=())
     with CaptureReader.open(capture) as reader:
-        sources = SymbolSources(reader, debug_dirs=())
+        sources = SymbolSources(metadata_of(reader), debug_dirs=())
     syms, label = sources.for_dso(str(binary), ElfFile(binary).build_id)
     assert label == PACKED and syms.ok
     ks, klabel, _ = sources.kernel()
@@ -186,7 +187,7 @@ def test_a_recorded_path_never_leaves_symfs(fixtures_dir: Path, tmp_path: Path) 
 def test_a_build_id_that_is_not_hex_never_names_a_file(fixtures_dir: Path, tmp_path: Path) -> None:
     """A capture's build-id ``../../x`` would make ``<debug-dir>/.build-id/../../x.debug``: it
     is not a build-id, so no debug file is looked for and the reader's table drops it."""
-    from profiler.report.symbols.debugfile import build_id_path
+    from profiler.symbols.debugfile import build_id_path
 
     debug = tmp_path / "debug"
     target = tmp_path / "x.debug"
@@ -204,7 +205,7 @@ def test_a_fifo_at_a_recorded_path_is_not_opened(fixtures_dir: Path, tmp_path: P
 
     from profiler.format.buildid import read_build_id
     from profiler.format.localfile import open_regular
-    from profiler.report.symbols.elf import ElfError
+    from profiler.symbols.elf import ElfError
 
     fifo = tmp_path / "prog"
     os.mkfifo(fifo)

@@ -11,9 +11,10 @@ import io
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 
-from profiler.report.model import Frame, ProfileMeta, StackProfile, StackSample
+from profiler.report.model import Timeline, Frame, ProfileMeta, StackProfile, StackSample
 from profiler.report.render.speedscope import (
     SCHEMA_URL,
     SpeedscopeOptions,
@@ -124,7 +125,9 @@ def test_units(event: str, weight: str, unit: str) -> None:
 
 def test_timeline_keeps_every_sample_in_order() -> None:
     data = stacks()
-    timeline = [(0, 250_000), (1, 250_000), (0, 260_000), (3, 250_000), (2, 240_000), (0, 0)]
+    pairs = [(0, 250_000), (1, 250_000), (0, 260_000), (3, 250_000), (2, 240_000), (0, 0)]
+    timeline = Timeline(np.array([s for s, _ in pairs], np.int64), np.arange(len(pairs), dtype=np.uint64),
+                        np.array([w for _, w in pairs], np.uint64))
     doc = build_speedscope(data, META, SpeedscopeOptions(), timeline=timeline)
     check_schema(doc)
     main, worker, other = doc["profiles"]

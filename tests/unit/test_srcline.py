@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from profiler.errors import FormatError
-from profiler.report.symbols.srcline import LineTable, SourceFrame, clear_line_tables, load_line_table
+from profiler.symbols.srcline import LineTable, SourceFrame, clear_line_tables, load_line_table
 from profiler.report.offline.strip import strip_meta
 
 pytestmark = pytest.mark.skipif(shutil.which("addr2line") is None, reason="binutils not installed")

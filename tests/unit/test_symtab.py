@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from profiler.errors import FormatError
-from profiler.report.symbols.table import (
+from profiler.symbols.table import (
     RANK_GLOBAL,
     RANK_LOCAL,
     RANK_WEAK,

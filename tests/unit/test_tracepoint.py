@@ -11,7 +11,7 @@ import pytest
 
 from profiler.errors import UsageError
 from profiler.format.tracepoint import formats_from_meta, parse_format
-from profiler.report.load import time_bounds, time_mask
+from profiler.report.options import time_bounds, time_mask
 from profiler.report.options import TimeRange, parse_time
 from profiler.report.render.script import DEFAULT_FIELDS, parse_fields
 from profiler.report.tracepoint_print import TracePrinter, generic_layout

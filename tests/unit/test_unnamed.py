@@ -19,11 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.report.symbols.ehframe import EhFrameError, read_fde_bounds, walk_eh_frame
-from profiler.report.symbols.elf import ElfError, ElfFile
-from profiler.report.symbols.minidebuginfo import read_gnu_debugdata
-from profiler.report.symbols.dso import SymbolStatus, clear_symbol_cache, load_dso_symbols
-from profiler.report.symbols.unnamed import fde_bounds, is_unnamed, unnamed_name
+from profiler.symbols.ehframe import EhFrameError, read_fde_bounds, walk_eh_frame
+from profiler.symbols.elf import ElfError, ElfFile
+from profiler.symbols.minidebuginfo import read_gnu_debugdata
+from profiler.symbols.dso import SymbolStatus, clear_symbol_cache, load_dso_symbols
+from profiler.symbols.unnamed import fde_bounds, is_unnamed, unnamed_name
 
 pytestmark = pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils not installed")
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler.report.unwind.arch import X86_64_COLUMNS
-from profiler.report.unwind.cfi import compile_path
-from profiler.report.unwind.table import (
+from profiler.unwind.arch import X86_64_COLUMNS
+from profiler.unwind.cfi import compile_path
+from profiler.unwind.table import (
     AT_CFA,
     AT_REG,
     CFA_DEREF,
@@ -185,7 +185,7 @@ def test_rows_agree_with_readelf(path: Path) -> None:
 def test_vdso_table_is_cached_by_its_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The [vdso] has no recorded build-id: its table is cached under a hash of the image the
     recorder saved, so a second report does not compile it again (nor import pyelftools)."""
-    from profiler.report.unwind import sources as S
+    from profiler.unwind import sources as S
 
     monkeypatch.setenv("PROFILER_CACHE_DIR", str(tmp_path / "cache"))
     image = SO.read_bytes()  # any ELF image with CFI stands in for the vdso

@@ -8,9 +8,9 @@ import struct
 import numpy as np
 import numpy.typing as npt
 
-from profiler.report.unwind.arch import X86_64_COLUMNS
-from profiler.report.unwind.cfi import compile_path
-from profiler.report.unwind.unwinder import (
+from profiler.unwind.arch import X86_64_COLUMNS
+from profiler.unwind.cfi import compile_path
+from profiler.unwind.unwinder import (
     END_OF_STACK,
     LOC_FRAME_POINTER,
     LOC_NO_MAP,
@@ -113,9 +113,9 @@ def test_code_map_translates_through_the_segments_of_each_map() -> None:
     checked against the scalar rule: offset = pc - start + pgoff, then the last segment
     starting at or before the offset, if the offset is inside it."""
     from profiler.report.maps import DsoTable, Map, MapSnapshot
-    from profiler.report.unwind.driver import SnapshotCodeMap
-    from profiler.report.unwind.table import RuleTable
-    from profiler.report.unwind.unwinder import LOC_NO_CFI
+    from profiler.report.unwind_samples import SnapshotCodeMap
+    from profiler.unwind.table import RuleTable
+    from profiler.unwind.unwinder import LOC_NO_CFI
 
     table = RuleTable.empty("x86_64", COLS.count)
     table.seg_offset = np.asarray([0x0, 0x3000], dtype=np.uint64)

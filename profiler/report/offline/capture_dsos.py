@@ -34,11 +34,11 @@ from profiler.format.bulk import (
     split_callchains,
 )
 from profiler.format.container import CaptureReader
-from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols
+from profiler.symbols.kallsyms import KERNEL_DSO, KernelSymbols
 from profiler.report.maps import Dso
-from profiler.report.symbols.perfmap import perf_map_path
+from profiler.symbols.perfmap import perf_map_path
 from profiler.report.replay import replay
-from profiler.report.symbols.chain import KIND_ELF, KIND_JIT, KIND_KERNEL, KIND_VDSO, VDSO, SymbolSources
+from profiler.symbols.sources import KIND_ELF, KIND_JIT, KIND_KERNEL, KIND_VDSO, VDSO, SymbolSources
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]

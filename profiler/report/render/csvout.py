@@ -6,6 +6,7 @@ import csv
 from typing import TextIO
 
 from profiler.report.aggregate import FlatProfile
+from profiler.report.callgraph import PerfReport
 from profiler.report.render.jsonout import row_dict
 
 
@@ -14,7 +15,9 @@ def csv_fields(flat: FlatProfile) -> list[str]:
     return fields + ["symbol" if k == "sym" else k for k in flat.sort] + ["kernel"]
 
 
-def render_csv(out: TextIO, flat: FlatProfile) -> None:
+def write(report: PerfReport, out: TextIO) -> None:
+    """The rows as CSV (a call graph is left out)."""
+    flat = report.flat
     fields = csv_fields(flat)
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(fields)

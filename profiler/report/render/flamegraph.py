@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal, TextIO
 
+from profiler.report.render import utf8
 from profiler.errors import UsageError
 from profiler.report.model import (
     Frame,
@@ -393,12 +394,12 @@ def render_flamegraph(
 ) -> None:
     """Write the self-contained HTML page for ``tree`` to ``stream``."""
     page_title = title if title is not None else meta.title
-    data = json.dumps(
+    data = utf8.json_text(json.dumps(
         tree_payload(tree, meta, page_title), separators=(",", ":"), ensure_ascii=True
-    ).translate(_SCRIPT_UNSAFE)
+    )).translate(_SCRIPT_UNSAFE)
     values = {
-        "TITLE": html.escape(page_title),
-        "SUBTITLE": html.escape(subtitle(tree, meta)),
+        "TITLE": html.escape(utf8.text(page_title)),
+        "SUBTITLE": html.escape(utf8.text(subtitle(tree, meta))),
         "CSS": read_asset("flamegraph.css"),
         "JS": read_asset("flamegraph.js"),
         "DATA": data,

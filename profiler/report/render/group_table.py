@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from profiler.report.aggregate import FlatProfile, FlatRow
-from profiler.report.render.table import _columns, unit_number
+from profiler.report.render.table import columns, unit_number
 
 RowKey = tuple[object, ...]
 
@@ -35,7 +35,7 @@ def _period(r: FlatRow | None, flat: FlatProfile) -> int:
     return r.children_period if flat.children else r.self_period
 
 
-def render_group_table(out: TextIO, flats: list[FlatProfile]) -> None:
+def write(flats: list[FlatProfile], out: TextIO) -> None:
     leader = flats[0]
     names = ", ".join(f.event for f in flats)
     out.write("\n".join([
@@ -45,7 +45,7 @@ def render_group_table(out: TextIO, flats: list[FlatProfile]) -> None:
         f"# Event count (approx.): {leader.total_period}", "#",
     ]) + "\n")
     numeric = 3 + int(leader.children)  # (Children, Self | Overhead), Samples, Period
-    keys = _columns(leader)[numeric:]
+    keys = columns(leader)[numeric:]
     rows = group_rows(flats)
 
     def shares(row: list[FlatRow | None], children: bool) -> str:

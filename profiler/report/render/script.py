@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from typing import TextIO
 
 
-from profiler.report.load import Profile
+from profiler.report.render import utf8
+from profiler.report.profile import Profile
 
 
 def frame_line(profile: Profile, k: int, srcline: bool = False) -> str:
@@ -244,4 +245,4 @@ def render_json_lines(out: TextIO, profile: Profile) -> None:
         if fmt is not None and profile.raw is not None:
             obj["trace"] = {k: (v.hex() if isinstance(v, bytes) else v)
                             for k, v in fmt.decode(profile.raw[i], profile.byte_order).items()}
-        out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        out.write(utf8.json_text(json.dumps(obj, separators=(",", ":"))) + "\n")

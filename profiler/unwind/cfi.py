@@ -21,8 +21,8 @@ from elftools.dwarf.callframe import CIE, FDE
 from elftools.elf.elffile import ELFFile
 
 from profiler.format.localfile import open_regular
-from profiler.report.unwind.arch import ArchColumns
-from profiler.report.unwind.table import (
+from profiler.unwind.arch import ArchColumns
+from profiler.unwind.table import (
     AT_CFA,
     AT_REG,
     CFA_DEREF,

@@ -33,8 +33,8 @@ import numpy.typing as npt
 
 from profiler.errors import FormatError
 from profiler.format.buildid import is_build_id
-from profiler.report.symbols.elf import ElfError, ElfFile
-from profiler.report.symbols.dso import DsoSymbols
+from profiler.symbols.elf import ElfError, ElfFile
+from profiler.symbols.dso import DsoSymbols
 
 PACKED_VERSION = 1
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from profiler.report.symbols.elfheaders import SectionHeader
+from profiler.symbols.elfheaders import SectionHeader
 
 PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got")
 # (R_*_JUMP_SLOT, R_*_GLOB_DAT, R_*_IRELATIVE) per machine, from the psABI documents.
@@ -31,7 +31,7 @@ PltEntry = tuple[int, int, bytes]  # (address, size, function name)
 
 
 class ElfFile(Protocol):
-    """What this module reads of an ELF file (:class:`profiler.report.symbols.elf.ElfFile`)."""
+    """What this module reads of an ELF file (:class:`profiler.symbols.elf.ElfFile`)."""
 
     @property
     def machine(self) -> str: ...
@@ -103,7 +103,7 @@ def _relocated_slots(
 
 def _ifunc_names(syms: npt.NDArray[Any], strtab: bytes) -> dict[int, bytes]:
     """Resolver address -> STT_GNU_IFUNC name with that value, chosen by the alias rule
-    of :mod:`profiler.report.symbols.table` (global, weak, local; then shortest; then smallest)."""
+    of :mod:`profiler.symbols.table` (global, weak, local; then shortest; then smallest)."""
     best: dict[int, tuple[int, int, bytes]] = {}
     ifunc = (syms["st_info"] & 0xF) == STT_GNU_IFUNC
     for value, name_off, info in zip(

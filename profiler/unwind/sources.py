@@ -22,12 +22,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from profiler.report.cache import cache_dir as report_cache_dir
+from profiler.cache import cache_dir as report_cache_dir
 from profiler.format.localfile import contained
-from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
-from profiler.report.symbols.elf import ElfError, ElfFile
-from profiler.report.unwind.arch import ArchColumns
-from profiler.report.unwind.table import TABLE_VERSION, RuleTable
+from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
+from profiler.symbols.elf import ElfError, ElfFile
+from profiler.unwind.arch import ArchColumns
+from profiler.unwind.table import TABLE_VERSION, RuleTable
 
 VDSO = "[vdso]"
 META_KIND = "unwind"  # metadata kind of packed tables
@@ -141,7 +141,7 @@ class TableSources:
         from elftools.common.exceptions import ELFError, ELFParseError
         from elftools.elf.elffile import ELFFile
 
-        from profiler.report.unwind.cfi import CfiError, compile_elf, compile_path
+        from profiler.unwind.cfi import CfiError, compile_elf, compile_path
 
         if path == VDSO:
             if self.vdso_image is None:

@@ -11,14 +11,14 @@ import numpy as np
 
 from profiler.format.bulk import CaptureData, ranges
 from profiler.format.container import CaptureReader
-from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS
+from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS
 from profiler.report.replay import replay
-from profiler.report.unwind.arch import columns_for
-from profiler.report.unwind.driver import chains_with_user_frames, unwind_event_samples
-from profiler.report.unwind.sources import META_KIND, TableSources
-from profiler.report.unwind.table import RuleTable
-from profiler.report.unwind.unwinder import UnwindResult
-from profiler.report.unwind.userdata import has_user_stacks
+from profiler.unwind.arch import columns_for
+from profiler.report.unwind_samples import chains_with_user_frames, unwind_event_samples
+from profiler.unwind.sources import META_KIND, TableSources
+from profiler.unwind.table import RuleTable
+from profiler.unwind.unwinder import UnwindResult
+from profiler.unwind.userdata import has_user_stacks
 
 
 @dataclass

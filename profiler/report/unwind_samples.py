@@ -21,11 +21,11 @@ from profiler.format import records as R
 from profiler.format.bulk import CONTEXT_USER, SampleColumns, _ChainStore, distinct, ranges
 from profiler.format.container import CaptureReader
 from profiler.report.maps import DsoTable, MapSnapshot
-from profiler.report.unwind.arch import RA, SP, ArchColumns, columns_for
-from profiler.report.unwind.sources import VDSO, TableSources
-from profiler.report.unwind.table import RuleTable
-from profiler.report.unwind.unwinder import _cat
-from profiler.report.unwind.unwinder import (
+from profiler.unwind.arch import RA, SP, ArchColumns, columns_for
+from profiler.unwind.sources import VDSO, TableSources
+from profiler.unwind.table import RuleTable
+from profiler.unwind.unwinder import _cat
+from profiler.unwind.unwinder import (
     LOC_FRAME_POINTER,
     LOC_NO_CFI,
     LOC_NO_MAP,
@@ -39,7 +39,7 @@ from profiler.report.unwind.unwinder import (
     UnwindResult,
     unwind,
 )
-from profiler.report.unwind.userdata import UserData, has_user_stacks, read_user_data
+from profiler.unwind.userdata import UserData, has_user_stacks, read_user_data
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -400,3 +400,21 @@ ROOTS = frozenset({"_start", "__libc_start_main", "__libc_start_call_main", "clo
 
 __all__ = ["ROOTS", "UnwindStats", "chains_with_user_frames", "columns_for", "outer_is_root",
            "unwind_event_samples"]
+
+
+def unwind_rows(reader: CaptureReader, layout: R.SampleLayout, s: SampleColumns, gen: I64, rep: Any,
+                cols: ArchColumns, symfs: str | None, debug_dirs: tuple[str, ...] | None) -> UnwindStats:
+    """Unwind the user stack of every row of one ``--call-graph dwarf`` event and put the
+    unwound frames into its callchain, in place (``rep`` is the capture's ReplayResult)."""
+    from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS
+    from profiler.unwind.sources import META_KIND as UNWIND_META
+
+    vdso = [m.get("image") for m in reader.metadata("vdso")]
+    image = vdso[-1] if vdso and isinstance(vdso[-1], (bytes, bytearray)) else None
+    sources = TableSources(cols, packed=reader.metadata(UNWIND_META), symfs=symfs,
+                           debug_dirs=debug_dirs or DEFAULT_DEBUG_DIRS,
+                           vdso_image=None if image is None else bytes(image))
+    result, stats = unwind_event_samples(reader, layout, s, gen, rep.snapshots, rep.dsos, sources, cols)
+    s.chain_id, s.chains = chains_with_user_frames(s, result)
+    s.has = s.has | {"callchain"}
+    return stats

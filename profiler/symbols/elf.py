@@ -28,9 +28,9 @@ import numpy.typing as npt
 from profiler.errors import ReportError
 from profiler.format.buildid import build_id_from_notes
 from profiler.format.localfile import open_regular
-from profiler.report.symbols.elfheaders import ElfLayout, LoadSegment, SectionHeader
-from profiler.report.symbols.plt import plt_symbols
-from profiler.report.symbols.table import (
+from profiler.symbols.elfheaders import ElfLayout, LoadSegment, SectionHeader
+from profiler.symbols.plt import plt_symbols
+from profiler.symbols.table import (
     RANK_GLOBAL,
     RANK_LOCAL,
     RANK_OTHER,
@@ -250,7 +250,7 @@ class ElfFile:
         return SymbolCandidates.concat(parts)
 
     def symbol_table(self, include_plt: bool = True) -> SymbolTable:
-        """The function symbol table (see :mod:`profiler.report.symbols.table` for the rules)."""
+        """The function symbol table (see :mod:`profiler.symbols.table` for the rules)."""
         return SymbolTable.build(self.symbol_candidates(include_plt))
 
     def _symbols_and_strings(self, sec: SectionHeader) -> tuple[npt.NDArray[Any], bytes]:

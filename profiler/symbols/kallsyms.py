@@ -25,8 +25,8 @@ import msgpack
 import numpy as np
 
 from profiler.errors import FormatError, ReportError
-from profiler.report.cache import cache_dir
-from profiler.report.symbols.table import RANK_GLOBAL, RANK_LOCAL, RANK_WEAK, SymbolTable
+from profiler.cache import cache_dir
+from profiler.symbols.table import RANK_GLOBAL, RANK_LOCAL, RANK_WEAK, SymbolTable
 
 KERNEL_DSO = "[kernel.kallsyms]"
 _RANKS = {"T": RANK_GLOBAL, "W": RANK_WEAK, "w": RANK_WEAK, "t": RANK_LOCAL}

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from profiler.errors import ReportError
-from profiler.report.symbols.table import SymbolTable
+from profiler.symbols.table import SymbolTable
 
 ZERO_SIZE_REACH = 4096
 

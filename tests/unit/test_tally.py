@@ -1,4 +1,4 @@
-"""The folded report pipeline (profiler.report.fold) gives exactly the report of the whole-capture
+"""The folded report pipeline (profiler.report.tally) gives exactly the report of the whole-capture
 decode: on random captures cut into many small chunks (execs, forks, mmaps at the same time as
 samples, two CPUs, two events, threads never named), in this process and in worker processes,
 and on the recorded fixture captures."""
@@ -16,7 +16,7 @@ from report_capture import KFUNCS, comm, fork, kaddr, kallsyms_text, mmap2
 from profiler.cli import main
 from profiler.format import records as R
 from profiler.format.container import VERSION_FRAME_CPU, VERSION_PLAIN, CaptureWriter
-from profiler.report import fold
+from profiler.report import tally
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "captures"
 
@@ -28,7 +28,7 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def report(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, mode: str, *argv: str) -> str:
     """The report's output under ``mode``: whole (no folding), or folded by 1 or 2 processes."""
-    monkeypatch.setenv("PROFILER_FOLD", "0" if mode == "whole" else "1")
+    monkeypatch.setenv("PROFILER_TALLY", "0" if mode == "whole" else "1")
     monkeypatch.setenv("PROFILER_JOBS", "2" if mode == "jobs2" else "1")
     code = 0
     try:
@@ -115,7 +115,7 @@ OPTIONS = [
 def test_folding_in_small_chunks_gives_the_whole_decodes_report(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     path = str(random_capture(tmp_path / "r.prof", seed))
-    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)  # a chunk every frame or two
+    monkeypatch.setattr(tally, "TALLY_CHUNK_BYTES", 512)  # a chunk every frame or two
     for argv in OPTIONS:
         whole = report(capsys, monkeypatch, "whole", "-i", path, *argv)
         assert "exit 0" in whole.splitlines()[0] or "--time" in argv, whole
@@ -133,7 +133,7 @@ def test_samples_without_cpu_take_their_frames_cpu_in_every_report_path(
     (tmp_path / "frame").mkdir()
     with_field = str(random_capture(tmp_path / "field" / "r.prof", seed))
     from_frame = str(random_capture(tmp_path / "frame" / "r.prof", seed, frame_cpu=True))
-    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)
+    monkeypatch.setattr(tally, "TALLY_CHUNK_BYTES", 512)
     for argv in [("--sort", "cpu", "-g", "none"), ("--sort", "comm,pid,tid,cpu,dso,sym", "-g", "none"),
                  ("--tid", "101,200", "--cpu", "1", "-g", "none"), ("--cpu", "0", "--format", "json")]:
         want = report(capsys, monkeypatch, "whole", "-i", with_field, *argv).replace(with_field, "R")
@@ -153,7 +153,7 @@ def test_samples_that_name_no_cpu_get_none(
     of a command): no made-up CPU. --sort cpu shows -001 as perf does, script shows no [cpu],
     and --cpu is refused with one sentence, in every path."""
     path = str(random_capture(tmp_path / "r.prof", 1, frame_cpu=True, version=VERSION_PLAIN))
-    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)
+    monkeypatch.setattr(tally, "TALLY_CHUNK_BYTES", 512)
     for mode in ("whole", "jobs1", "jobs2"):
         out = report(capsys, monkeypatch, mode, "-i", path, "--sort", "cpu", "-g", "none")
         rows = [line.split()[-1] for line in out.splitlines()[1:] if line.strip() and line[0] not in "#p"]
@@ -179,7 +179,7 @@ def test_folding_splits_a_random_capture_into_many_chunks(tmp_path: Path) -> Non
 def test_recorded_fixtures_report_the_same_folded(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(FIXTURES / name)
-    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(tally, "TALLY_CHUNK_BYTES", 4096)
     for argv in [(), ("--no-children", "-g", "none", "--sort", "pid,comm,dso,sym"), ("--format", "folded"),
                  ("--sort", "cpu,sym", "-g", "none"), ("--cpu", "1", "-g", "none")]:
         whole = report(capsys, monkeypatch, "whole", "-i", path, *argv)
@@ -190,7 +190,7 @@ def test_recorded_fixtures_report_the_same_folded(name: str, tmp_path: Path, cap
 def script(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, whole: bool,
            *argv: str) -> tuple[int, str, list[str]]:
     """Exit code, output and warnings (streamed, a warning comes when its window does)."""
-    monkeypatch.setenv("PROFILER_FOLD", "0" if whole else "1")
+    monkeypatch.setenv("PROFILER_TALLY", "0" if whole else "1")
     code = 0
     try:
         main(["script", *argv])
@@ -214,11 +214,11 @@ SCRIPT_OPTIONS = [
 @pytest.mark.parametrize("seed", [1, 2, 5])
 def test_script_streamed_window_by_window_is_the_whole_decodes_script(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
-    from profiler.report import stream
+    from profiler.report import windows as windows_module
 
     path = str(random_capture(tmp_path / "r.prof", seed))
-    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)
-    monkeypatch.setattr(stream, "WINDOW_SAMPLES", 1)
+    monkeypatch.setattr(tally, "TALLY_CHUNK_BYTES", 512)
+    monkeypatch.setattr(windows_module, "WINDOW_SAMPLES", 1)
     for argv in SCRIPT_OPTIONS:
         code, out, warned = script(capsys, monkeypatch, True, "-i", path, *argv)
         s_code, s_out, s_warned = script(capsys, monkeypatch, False, "-i", path, *argv)
@@ -229,15 +229,16 @@ def test_script_streamed_window_by_window_is_the_whole_decodes_script(
 
 def test_script_windows_hold_part_of_the_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The samples come out in many windows, each in time order, all of them once."""
-    from profiler.report.load import OpenedCapture
+    from profiler.report import windows as windows_module
+    from profiler.report.capture import Capture
     from profiler.report.options import LoadOptions
-    from profiler.report import stream
-    from profiler.report.stream import Totals, stream_profiles
+    from profiler.report.pipeline import stream_profiles
+    from profiler.report.windows import Totals
 
     path = str(random_capture(tmp_path / "r.prof", 6))
-    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)
-    monkeypatch.setattr(stream, "WINDOW_SAMPLES", 1)
-    capture = OpenedCapture(path)
+    monkeypatch.setattr(tally, "TALLY_CHUNK_BYTES", 512)
+    monkeypatch.setattr(windows_module, "WINDOW_SAMPLES", 1)
+    capture = Capture(path)
     totals = Totals()
     windows = stream_profiles(LoadOptions(input=path), capture, [0, 1], totals)
     assert windows is not None
@@ -255,7 +256,7 @@ def test_script_windows_hold_part_of_the_capture(tmp_path: Path, monkeypatch: py
 def test_recorded_fixtures_script_the_same_streamed(name: str, capsys: pytest.CaptureFixture[str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(FIXTURES / name)
-    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(tally, "TALLY_CHUNK_BYTES", 4096)
     for argv in [(), ("-F", "comm,pid,tid,cpu,time,period,event,ip,sym,dso")]:
         assert script(capsys, monkeypatch, False, "-i", path, *argv) == script(capsys, monkeypatch, True, "-i", path, *argv)
 
@@ -269,14 +270,14 @@ def test_a_worker_that_dies_ends_the_report_with_one_sentence(tmp_path: Path) ->
     path = random_capture(tmp_path / "r.prof", 5)
     script = (
         "import os, signal, sys\n"
-        "from profiler.report import fold\n"
-        "fold.FOLD_CHUNK_BYTES = 512\n"
-        "parent, chunk = os.getpid(), fold._fold_chunk\n"
+        "from profiler.report import tally\n"
+        "tally.TALLY_CHUNK_BYTES = 512\n"
+        "parent, chunk = os.getpid(), tally._tally_chunk\n"
         "def dying(plan, index):\n"
         "    if index == 3 and os.getpid() != parent:\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "    return chunk(plan, index)\n"
-        "fold._fold_chunk = dying\n"
+        "tally._tally_chunk = dying\n"
         "from profiler.cli import main\n"
         f"main(['report', '-i', {str(path)!r}])\n"
     )
@@ -288,47 +289,47 @@ def test_a_worker_that_dies_ends_the_report_with_one_sentence(tmp_path: Path) ->
     assert len(lines) == 1 and "worker process" in lines[0] and "died" in lines[0], result.stderr
 
 
-def _rows(columns: dict[str, list[int]]) -> fold.Rows:
+def _rows(columns: dict[str, list[int]]) -> tally.Rows:
     import numpy as np
 
     n = len(next(iter(columns.values())))
     cols = {k: np.asarray(columns.get(k, [0] * n), dtype=np.uint64 if k in ("ip", "period", "last_time") else np.int64)
             for k in ("event", "pid", "tid", "cpu", "comm", "gen", "misc", "chain_id", "ip", "count", "period",
                       "last_time", "last_seq")}
-    return fold.Rows(**cols)
+    return tally.Rows(**cols)
 
 
-def _as_set(rows: fold.Rows) -> set[tuple[int, ...]]:
-    names = [*fold.Rows.KEYS, "count", "period", "last_time", "last_seq"]
+def _as_set(rows: tally.Rows) -> set[tuple[int, ...]]:
+    names = [*tally.Rows.KEYS, "count", "period", "last_time", "last_seq"]
     return set(zip(*(getattr(rows, k).tolist() for k in names)))
 
 
 def test_rows_fold_like_the_exact_group_by() -> None:
     rng = random.Random(7)
     n = 5000
-    cols = {k: [rng.randrange(4) for _ in range(n)] for k in fold.Rows.KEYS}
+    cols = {k: [rng.randrange(4) for _ in range(n)] for k in tally.Rows.KEYS}
     cols["ip"] = [rng.choice((0x401000, 0xFFFFFFFF81000000, 0x7F0000001234)) for _ in range(n)]
     cols["count"] = [1] * n
     cols["period"] = [rng.randrange(1, 1000) for _ in range(n)]
     cols["last_time"] = [rng.randrange(50) for _ in range(n)]  # ties: the later file position wins
     cols["last_seq"] = list(range(n))
     rows = _rows(cols)
-    folded = rows.fold()
-    assert _as_set(folded) == _as_set(rows._fold_exact())
+    folded = rows.combine()
+    assert _as_set(folded) == _as_set(rows._combine_exact())
     assert int(folded.count.sum()) == n and len(folded) < n
 
 
 def test_rows_whose_hashes_collide_stay_apart() -> None:
     """Keys chosen so that their row hashes are equal (a crafted capture could do this): the
     fold notices and groups by the exact keys."""
-    k0, k1 = (int(k) for k in fold._KEY_MULTIPLIERS[:2])
+    k0, k1 = (int(k) for k in tally._KEY_MULTIPLIERS[:2])
     signed = [v - (1 << 64) if v >= 1 << 63 else v for v in (k0, k1)]
     rows = _rows({"event": [signed[1], 0], "pid": [0, signed[0]], "count": [1, 1], "period": [3, 4],
                   "last_time": [1, 2], "last_seq": [0, 1]})
-    h = [sum(int(getattr(rows, key)[i]) % (1 << 64) * int(m) for key, m in zip(fold.Rows.KEYS, fold._KEY_MULTIPLIERS))
+    h = [sum(int(getattr(rows, key)[i]) % (1 << 64) * int(m) for key, m in zip(tally.Rows.KEYS, tally._KEY_MULTIPLIERS))
          % (1 << 64) for i in range(2)]
     assert h[0] == h[1]  # the collision is real
-    folded = rows.fold()
+    folded = rows.combine()
     assert len(folded) == 2 and sorted(folded.period.tolist()) == [3, 4]
 
 
@@ -336,7 +337,7 @@ def test_the_worker_pool_gives_results_in_order_and_raises_a_workers_error() -> 
     from profiler.errors import FormatError
 
     parent = os.getpid()
-    assert list(fold._map(lambda k: (k * k, os.getpid() != parent), 7, 3)) == [(k * k, True) for k in range(7)]
+    assert list(tally._map(lambda k: (k * k, os.getpid() != parent), 7, 3)) == [(k * k, True) for k in range(7)]
 
     def failing(k: int) -> int:
         if k == 4:
@@ -345,7 +346,7 @@ def test_the_worker_pool_gives_results_in_order_and_raises_a_workers_error() -> 
 
     before = _children()
     with pytest.raises(FormatError, match="chunk 4 is damaged"):
-        list(fold._map(failing, 9, 2))
+        list(tally._map(failing, 9, 2))
     assert _children() <= before  # every worker was waited for
 
 
@@ -358,16 +359,16 @@ def test_workers_default_to_the_idle_cpus(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("PROFILER_JOBS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 4, 5})
     for others, want in ((0, 4), (2, 4), (3, 3), (5, 1), (30, 1)):
-        monkeypatch.setattr(fold, "_others_running", lambda others=others: others)
-        assert fold._jobs(None, 100) == want
-    assert fold._jobs(None, 2) == 1 and fold._jobs(3, 100) == 3
+        monkeypatch.setattr(tally, "_others_running", lambda others=others: others)
+        assert tally._jobs(None, 100) == want
+    assert tally._jobs(None, 2) == 1 and tally._jobs(3, 100) == 3
     monkeypatch.setenv("PROFILER_JOBS", "2")
-    assert fold._jobs(None, 100) == 2
+    assert tally._jobs(None, 100) == 2
 
 
 def test_other_running_threads_are_read_from_proc_loadavg() -> None:
     fields = Path("/proc/loadavg").read_text().split()
-    assert 0 <= fold._others_running() <= int(fields[3].split("/")[1])
+    assert 0 <= tally._others_running() <= int(fields[3].split("/")[1])
 
 
 def test_workers_die_with_the_report(tmp_path: Path) -> None:
@@ -379,11 +380,11 @@ def test_workers_die_with_the_report(tmp_path: Path) -> None:
 
     script = (
         "import os, sys, time\n"
-        "from profiler.report import fold\n"
+        "from profiler.report import tally\n"
         "def task(k):\n"
         f"    open({str(tmp_path)!r} + f'/worker-{{os.getpid()}}', 'w').close()\n"
         "    time.sleep(60)\n"
-        "list(fold._map(task, 2, 2))\n"
+        "list(tally._map(task, 2, 2))\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script])
     try:
@@ -416,7 +417,7 @@ def test_periods_adding_up_past_64_bits_are_refused(tmp_path: Path, capsys: pyte
                           callchain=(R.PERF_CONTEXT_USER, 0x400100), misc=R.PERF_RECORD_MISC_USER)
         writer.write_raw(0, R.encode(sample, layout))
     writer.close()
-    monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 512)
+    monkeypatch.setattr(tally, "TALLY_CHUNK_BYTES", 512)
     out = report(capsys, monkeypatch, mode, "-i", str(tmp_path / "wrap.prof"))
     assert out.startswith("exit 1\n"), out
     assert out.rstrip().endswith("the samples' periods add up to 2^64 or more: the capture's PERIOD fields "

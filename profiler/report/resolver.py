@@ -7,7 +7,7 @@ symbols with one ``lookup_many``.
 
 Where symbols come from is one ordered list, :attr:`SymbolResolver.sources`: each source
 is asked for a DSO in turn and the first that has its symbols wins. The reporter gives it
-one source, the offline chain :class:`profiler.report.symbols.chain.SymbolSources` (packed in the
+one source, the offline chain :class:`profiler.symbols.sources.SymbolSources` (packed in the
 capture, ``--symfs``, debug directories, the local file only when its build-id matches),
 and the same chain as :attr:`SymbolResolver.chain` for JIT maps and for its warnings. A DSO
 that no source can symbolize gets one warning and its frames show as ``[unknown]`` in that
@@ -27,14 +27,14 @@ import numpy.typing as npt
 from profiler.errors import FormatError
 from profiler.format.bulk import distinct
 from profiler.report.maps import Dso, DsoTable, MapSnapshot
-from profiler.report.symbols.chain import SymbolSources
-from profiler.report.symbols.demangle import demangle
-from profiler.report.symbols.dso import DsoSymbols, SymbolStatus
-from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols
-from profiler.report.symbols.perfmap import parse_perf_map, perf_map_path
-from profiler.report.symbols.srcline import LineTable, line_table_of
-from profiler.report.symbols.table import SymbolTable
-from profiler.report.symbols.unnamed import is_unnamed
+from profiler.symbols.sources import SymbolSources
+from profiler.symbols.demangle import demangle
+from profiler.symbols.dso import DsoSymbols, SymbolStatus
+from profiler.symbols.kallsyms import KERNEL_DSO, KernelSymbols
+from profiler.symbols.perfmap import parse_perf_map, perf_map_path
+from profiler.symbols.srcline import LineTable, line_table_of
+from profiler.symbols.table import SymbolTable
+from profiler.symbols.unnamed import is_unnamed
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]

@@ -1,19 +1,19 @@
-"""A capture folded into distinct sample rows, chunk by chunk: reports whose memory is bounded by
+"""A capture tallied into distinct sample rows, chunk by chunk: reports whose memory is bounded by
 the number of distinct stacks, not by the number of samples.
 
 A flat or call-graph report, a flame graph or folded stacks need, of each sample, only what
 makes it distinct — event, pid, tid, cpu, comm, map generation, cpumode and callchain (or ip
 without one) — and its period. So the capture is read in two passes:
 
-1. **Records** (:func:`fold_capture`, sequential): every chunk's record offsets, the counts by
+1. **Records** (:func:`tally_capture`, sequential): every chunk's record offsets, the counts by
    type, and the non-sample records (few: MMAP, COMM, FORK, ...). These are replayed once, in
    time order, into the map and comm change logs (``replay.replay_in_order``).
-2. **Samples** (:func:`_fold_chunk`, one call per chunk of about ``CHUNK_BYTES``): decode the
+2. **Samples** (:func:`_tally_chunk`, one call per chunk of about ``CHUNK_BYTES``): decode the
    chunk's samples, drop those outside ``--cpu``/``--time``, place each one among the replayed
    records by (time, file order) to get its map generation and comm, and sum the samples of
    each distinct row (count, period; the time and file position of its last sample, for thread
    names). A chunk's chains are hashed into its own table; the parent merges the chunks' rows
-   and chains (by the same 128-bit chain hash) as they arrive, folding again whenever the rows
+   and chains (by the same 128-bit chain hash) as they arrive, tallying again whenever the rows
    kept have doubled.
 
 Pass 2 runs in worker processes (``fork``; ``PROFILER_JOBS``, default: the idle CPUs this process
@@ -21,7 +21,7 @@ may use and no other program keeps busy, at most 4: :func:`idle_cpus`) when the 
 the same merge, so both give identical rows. Memory is one chunk's columns per worker plus the
 distinct rows.
 
-What it cannot fold it refuses (``None``), and the caller decodes the whole capture instead:
+What it cannot tally it refuses (``None``), and the caller decodes the whole capture instead:
 records without a time (captures without ``sample_id_all``), which are placed by the samples
 around them; ``--time`` in percent (of the whole capture's span) or without the capture's start.
 """
@@ -64,7 +64,7 @@ from profiler.report.replay import ReplayState, name_unknown, place_samples, rep
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 
-FOLD_CHUNK_BYTES = 2 << 20  # record bytes decoded at once by one process: their pages and columns
+TALLY_CHUNK_BYTES = 2 << 20  # record bytes decoded at once by one process: their pages and columns
 MAX_JOBS = 4
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 T = TypeVar("T")
@@ -101,12 +101,12 @@ class Rows:
     def concat(cls, parts: list[Rows]) -> Rows:
         return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)})
 
-    def fold(self) -> Rows:
+    def combine(self) -> Rows:
         """One row per distinct key, summed; the last sample's time and position kept.
 
         Rows are grouped by a 64-bit hash of their keys (one sort), and every row is then
         checked against the first of its group: a collision (never seen, but a crafted
-        capture could make one) folds again by the exact keys."""
+        capture could make one) is tallied again by the exact keys."""
         n = len(self)
         if not n:
             return self
@@ -124,10 +124,10 @@ class Rows:
         for key in self.KEYS:
             col = getattr(self, key)
             if not np.array_equal(col[order], col[group_first]):
-                return self._fold_exact()
+                return self._combine_exact()
         return self._summed(order, starts, first)
 
-    def _fold_exact(self) -> Rows:
+    def _combine_exact(self) -> Rows:
         ids = row_ids([getattr(self, k).view(np.int64) if k == "ip" else getattr(self, k) for k in self.KEYS])
         order = np.argsort(ids, kind="stable")
         g = ids[order]
@@ -156,7 +156,7 @@ _KEY_MULTIPLIERS = _odd_multipliers(0xF01D, len(Rows.KEYS))
 
 
 @dataclass
-class Folded:
+class Tally:
     """A capture's samples as distinct rows, with what a report needs besides them."""
 
     rows: Rows
@@ -182,7 +182,7 @@ class Folded:
 
 @dataclass
 class _Plan:
-    """What every chunk's fold needs (inherited by the worker processes)."""
+    """What every chunk's tally needs (inherited by the worker processes)."""
 
     decoder: ChunkDecoder
     chunks: list[tuple[list[Frame], int]]  # frames, file position of the first record
@@ -206,7 +206,7 @@ class _ChunkResult:
     period_total: float  # of the chunk's samples, summed without wrapping (bulk.check_period_total)
 
 
-def fold_supported(header: dict[str, Any], filters: Filters) -> bool:
+def tally_supported(header: dict[str, Any], filters: Filters) -> bool:
     """Whether the filters can be applied chunk by chunk (see the module docstring)."""
     if not filters.time:
         return True
@@ -229,9 +229,9 @@ class Prepared:
 def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
             jobs: int | None = None, chunk_bytes: int | None = None) -> Prepared | None:
     """Pass 1 (see the module docstring); None when the capture cannot be read chunk by chunk."""
-    if not fold_supported(reader.header, filters):
+    if not tally_supported(reader.header, filters):
         return None
-    decoder = ChunkDecoder(reader, FOLD_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
+    decoder = ChunkDecoder(reader, TALLY_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
     check_cpu_filter(reader, decoder.events, filters)
     frame_chunks = decoder.plan()
     jobs = _jobs(jobs, len(frame_chunks))
@@ -268,25 +268,25 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     return Prepared(plan, jobs, counts, warnings, failed, chunk_times)
 
 
-def fold_capture(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
-                 jobs: int | None = None, chunk_bytes: int | None = None) -> Folded | None:
-    """The capture folded into distinct rows after ``--cpu``/``--time`` (the entry filters are
+def tally_capture(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
+                 jobs: int | None = None, chunk_bytes: int | None = None) -> Tally | None:
+    """The capture tallied into distinct rows after ``--cpu``/``--time`` (the entry filters are
     the caller's: rows keep pid, tid and comm); None when it cannot be (the caller decodes the
-    whole capture). ``keep_cpu=False`` folds the samples of every CPU together."""
+    whole capture). ``keep_cpu=False`` tallies the samples of every CPU together."""
     prepared = prepare(reader, filters, callchains, keep_cpu, jobs, chunk_bytes)
     if prepared is None:
         return None
     state, warnings = prepared.plan.state, prepared.warnings
-    folded = _run(prepared.plan, prepared.jobs)
-    folded.counts = prepared.counts
-    name_unknown(state, folded.rows.tid, folded.rows.comm)
-    if folded.damaged_samples:
-        warnings.append(f"{folded.damaged_samples} damaged samples (callchain longer than the record) "
+    tally = _run(prepared.plan, prepared.jobs)
+    tally.counts = prepared.counts
+    name_unknown(state, tally.rows.tid, tally.rows.comm)
+    if tally.damaged_samples:
+        warnings.append(f"{tally.damaged_samples} damaged samples (callchain longer than the record) "
                         f"were skipped.")
     if prepared.failed:
         warnings.append(f"{prepared.failed} damaged non-sample records were skipped.")
-    folded.warnings = warnings
-    return folded
+    tally.warnings = warnings
+    return tally
 
 
 def sample_time_word(decoder: ChunkDecoder) -> int | None:
@@ -433,23 +433,23 @@ def _serve(task: Callable[[int], Any], indices: range, write_fd: int, parent: in
         os._exit(code)
 
 
-def _run(plan: _Plan, jobs: int) -> Folded:
+def _run(plan: _Plan, jobs: int) -> Tally:
     merged = _Merge(plan, _ChainStore())
-    for result in _map(lambda k: _fold_chunk(plan, k), len(plan.chunks), jobs):
+    for result in _map(lambda k: _tally_chunk(plan, k), len(plan.chunks), jobs):
         merged.add(result)
     return merged.result()
 
 
 class _Merge:
-    """Chunk results merged in chunk order: chains renumbered into one table, rows folded
-    whenever they have doubled since the last fold."""
+    """Chunk results merged in chunk order: chains renumbered into one table, rows tallied
+    whenever they have doubled since the last tally."""
 
     def __init__(self, plan: _Plan, store: _ChainStore) -> None:
         self.plan = plan
         self.store = store
         self.parts: list[Rows] = []
         self.pending = 0
-        self.folded_size = 0
+        self.tallied_size = 0
         self.recorded = np.zeros(len(plan.decoder.events.events), dtype=np.int64)
         self.damaged = 0
         self.has: set[str] = set()
@@ -472,17 +472,17 @@ class _Merge:
         check_period_total(self.period_total)
         if result.first_time >= 0:
             self.first_time = result.first_time if self.first_time < 0 else min(self.first_time, result.first_time)
-        if self.pending > max(self.folded_size, 1 << 16):
-            self._fold()
+        if self.pending > max(self.tallied_size, 1 << 16):
+            self._combine()
 
-    def _fold(self) -> None:
-        rows = Rows.concat(self.parts).fold() if self.parts else _empty_rows()
+    def _combine(self) -> None:
+        rows = Rows.concat(self.parts).combine() if self.parts else _empty_rows()
         self.parts = [rows]
-        self.folded_size = self.pending = len(rows)
+        self.tallied_size = self.pending = len(rows)
 
-    def result(self) -> Folded:
-        self._fold()
-        return Folded(self.parts[0], self.store.table(), frozenset(self.has), self.plan.state, self.recorded,
+    def result(self) -> Tally:
+        self._combine()
+        return Tally(self.parts[0], self.store.table(), frozenset(self.has), self.plan.state, self.recorded,
                       damaged_samples=self.damaged, first_time=self.first_time)
 
 
@@ -491,8 +491,8 @@ def _empty_rows() -> Rows:
     return Rows(i, i, i, i, i, i, i, i, u, i, u, u, i)
 
 
-def _fold_chunk(plan: _Plan, index: int) -> _ChunkResult:
-    """Decode, filter, place and fold the samples of chunk ``index``."""
+def _tally_chunk(plan: _Plan, index: int) -> _ChunkResult:
+    """Decode, filter, place and tally the samples of chunk ``index``."""
     decoder = plan.decoder
     frames, seq0 = plan.chunks[index]
     chunk = decoder.records(frames, seq0, [])  # its warnings were given by the first pass
@@ -516,7 +516,7 @@ def _fold_chunk(plan: _Plan, index: int) -> _ChunkResult:
         ip=np.where(chainless, s.ip, np.uint64(0)).astype(np.uint64),
         count=np.ones(n, dtype=np.int64), period=s.period.astype(np.uint64),
         last_time=s.time.astype(np.uint64), last_seq=s.seq.astype(np.int64),
-    ).fold()
+    ).combine()
     used, local = np.unique(rows.chain_id, return_inverse=True)
     rows.chain_id = local.astype(np.int64).reshape(-1)
     chains = s.chains
@@ -540,7 +540,7 @@ def check_cpu_filter(reader: CaptureReader, events: EventTable, filters: Filters
 
 def kept_samples(plan: _Plan, s: SampleColumns) -> npt.NDArray[np.bool_]:
     """The samples ``--cpu`` and ``--time`` keep (they drop samples; the other filters select
-    rows, see ``load.folded_profile``)."""
+    rows, see ``pipeline.load_profile``)."""
     keep = np.ones(len(s), dtype=bool)
     if plan.cpus:
         keep &= np.isin(s.cpu, np.asarray(plan.cpus, dtype=np.int64))

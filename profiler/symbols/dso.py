@@ -23,12 +23,12 @@ from typing import Any
 import numpy.typing as npt
 
 from profiler.format.buildid import is_build_id
-from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS, find_debug_file
-from profiler.report.symbols.elf import ElfError, ElfFile
-from profiler.report.symbols.elfheaders import ElfLayout
-from profiler.report.symbols.minidebuginfo import read_gnu_debugdata
-from profiler.report.symbols.table import IntArray, SymbolCandidates, SymbolTable, UIntArray
-from profiler.report.symbols.unnamed import fde_bounds, gap_candidates
+from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS, find_debug_file
+from profiler.symbols.elf import ElfError, ElfFile
+from profiler.symbols.elfheaders import ElfLayout
+from profiler.symbols.minidebuginfo import read_gnu_debugdata
+from profiler.symbols.table import IntArray, SymbolCandidates, SymbolTable, UIntArray
+from profiler.symbols.unnamed import fde_bounds, gap_candidates
 
 
 class SymbolStatus(enum.Enum):

@@ -1,12 +1,12 @@
 """A capture's samples in time order, window by window, in memory bounded by a window: the
 time-ordered outputs (``profiler script``) without the whole capture in memory.
 
-The first pass is the fold's (:func:`profiler.report.fold.prepare`): record offsets, the
+The first pass is the tally's (:func:`profiler.report.tally.prepare`): record offsets, the
 non-sample records replayed, and each chunk's earliest and latest sample time. The chunks are
 then decoded in file order. After chunk k, no sample still to come is earlier than the
 earliest time of the chunks after k, so every sample held up to that time is final: those
 are sorted by (time, file position), resolved and handed out as one window of
-:class:`~profiler.report.load.Profile` s (one per event). A sample at exactly that time comes
+:class:`~profiler.report.profile.Profile` s (one per event). A sample at exactly that time comes
 from an earlier position in the file than any still to come, so it is final too.
 
 How much a window holds depends on how far the kernel's per-CPU buffers drifted apart in the
@@ -24,23 +24,13 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format.bulk import ChainTable, SampleColumns, _ChainStore
-from profiler.report.fold import Prepared, kept_samples, prepare, sample_positions, sample_time_word
-from profiler.report.groupread import reads_group
-from profiler.report.load import (
-    OpenedCapture,
-    Profile,
-    _build_ids,
-    _byte_order,
-    _resolver,
-    dedupe_stacks,
-    filter_by_leaf,
-    resolve_stacks,
-)
+from profiler.report.assemble import Counts, Selected, assemble, entry_mask, make_resolver
+from profiler.report.capture import Capture
 from profiler.report.options import LoadOptions
-from profiler.report.replay import ReplayResult, ReplayState, name_unknown, place_samples
-from profiler.report.symbols.resolver import SymbolResolver
-from profiler.report.tracepoints import is_tracepoint
-from profiler.report.unwind.userdata import has_user_stacks
+from profiler.report.profile import Profile
+from profiler.report.replay import ReplayState, name_unknown, place_samples
+from profiler.report.resolver import SymbolResolver
+from profiler.report.tally import Prepared, kept_samples, prepare, sample_positions, sample_time_word
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -90,38 +80,19 @@ class _Held:
         return {k: v[out] for k, v in cols.items()}, gen[out], comm[out]
 
 
-def streamable(options: LoadOptions, capture: OpenedCapture, events: list[int]) -> bool:
-    """Whether these events' samples can be streamed (else the caller decodes the whole
-    capture): not a ':S' group member, not DWARF-unwound, not a tracepoint (payloads), no
-    --trace-filter."""
-    from profiler.report.unwind.arch import columns_for
-
-    if options.filters.trace:
-        return False
-    arch = columns_for(str(capture.reader.header.get("arch", "")))
-    for index in events:
-        ev = capture.events.events[index]
-        if reads_group(ev) or is_tracepoint(capture.reader.header, index):
-            return False
-        if options.callchains and has_user_stacks(ev.layout) and arch is not None:
-            return False
-    return True
-
-
-def stream_profiles(options: LoadOptions, capture: OpenedCapture, events: list[int],
-                    totals: Totals) -> Iterator[list[Profile]] | None:
+def windows(options: LoadOptions, capture: Capture, events: list[int],
+            totals: Totals) -> Iterator[list[Profile]] | None:
     """Windows of ``events``' samples in time order (see the module docstring): per window,
-    one :class:`Profile` per event (possibly empty). None when the capture cannot be streamed;
-    ``totals`` is filled as the windows go."""
-    if not streamable(options, capture, events):
-        return None
+    one :class:`Profile` per event (possibly empty). None when the capture cannot be read
+    window by window (the pipeline decodes it whole then); ``totals`` is filled as the
+    windows go. The caller checked that no event needs a whole decode."""
     prepared = prepare(capture.reader, options.filters, options.callchains, keep_cpu=True, jobs=1)
     if prepared is None or sample_time_word(prepared.plan.decoder) is None:
         return None
     return _windows(options, capture, events, prepared, totals)
 
 
-def _windows(options: LoadOptions, capture: OpenedCapture, events: list[int], prepared: Prepared,
+def _windows(options: LoadOptions, capture: Capture, events: list[int], prepared: Prepared,
              totals: Totals) -> Iterator[list[Profile]]:
     plan = prepared.plan
     decoder, state = plan.decoder, plan.state
@@ -133,8 +104,7 @@ def _windows(options: LoadOptions, capture: OpenedCapture, events: list[int], pr
         later = suffix[k + 1]
         first = firsts[k]
         suffix[k] = first if later is None else (later if first is None else min(first, later))
-    empty = np.zeros(0, dtype=np.int64)
-    resolver = _resolver(reader, ReplayResult(state, empty, empty, state.comm_names), options)
+    resolver = make_resolver(capture, state, options)
     store = _ChainStore()
     held = _Held()
     has: set[str] = set()
@@ -143,7 +113,6 @@ def _windows(options: LoadOptions, capture: OpenedCapture, events: list[int], pr
     totals.warnings = list(reader.warnings) + list(prepared.warnings)
     if prepared.failed:
         totals.warnings.append(f"{prepared.failed} damaged non-sample records were skipped.")
-    f = options.filters
     for k, (frames, seq0) in enumerate(plan.chunks):
         chunk = decoder.records(frames, seq0, [])
         s, bad = decoder.samples(chunk, options.callchains, lean=True)
@@ -151,18 +120,12 @@ def _windows(options: LoadOptions, capture: OpenedCapture, events: list[int], pr
         damaged += bad
         for e, n in zip(*np.unique(s.event, return_counts=True)):
             totals.recorded[int(e)] = totals.recorded.get(int(e), 0) + int(n)
-        keep = np.isin(s.event, wanted) & kept_samples(plan, s)
-        if f.pids:
-            keep &= np.isin(s.pid, np.asarray(f.pids, dtype=np.int64))
-        if f.tids:
-            keep &= np.isin(s.tid, np.asarray(f.tids, dtype=np.int64))
-        s = s.take(keep)
+        s = s.take(np.isin(s.event, wanted) & kept_samples(plan, s))
         positions = sample_positions(plan.other_time, plan.other_seq, s.time, s.seq)
         gen, comm = place_samples(state, s.pid, s.tid, positions)
         name_unknown(state, s.tid, comm)
-        if f.comms:
-            ok = np.isin(comm, np.asarray([i for i, n in enumerate(state.comm_names) if n in f.comms], dtype=np.int64))
-            s, gen, comm = s.take(ok), gen[ok], comm[ok]
+        ok = entry_mask(s.pid, s.tid, comm, state.comm_names, options.filters)
+        s, gen, comm = s.take(ok), gen[ok], comm[ok]
         if len(s.chains) > 1:
             ids = store.add(s.chains.words, s.chains.start[:-1], s.chains.lengths).astype(np.int32)
             s.chain_id = ids[s.chain_id]
@@ -185,32 +148,18 @@ def _columns(cols: dict[str, Any], chains: ChainTable, has: frozenset[str]) -> S
                          chain_id=cols["chain_id"], chains=chains, has=has)
 
 
-def _window_profiles(options: LoadOptions, capture: OpenedCapture, resolver: SymbolResolver,
+def _window_profiles(options: LoadOptions, capture: Capture, resolver: SymbolResolver,
                      state: ReplayState, chains: ChainTable, has: frozenset[str],
                      ready: tuple[dict[str, Any], I64, I64], events: list[int],
                      totals: Totals) -> list[Profile]:
     """One window's samples as a :class:`Profile` per event (stacks resolved by the shared
     ``resolver``, so frame ids mean the same in every window)."""
     cols, gen_all, comm_all = ready
-    reader = capture.reader
-    has_chains = options.callchains and "callchain" in has
     out = []
     for index in events:
         sel = np.flatnonzero(cols["event"] == index)
-        s = _columns({k: v[sel] for k, v in cols.items()}, chains, has)
-        gen, comm = gen_all[sel], comm_all[sel]
-        stack, reps = dedupe_stacks(s, gen, has_chains)
-        table = resolve_stacks(s, gen, reps, has_chains, resolver)
-        profile = Profile(
-            path=options.input, header=reader.header, event=capture.names[index], event_names=capture.names,
-            samples=s, comm=comm, comm_names=state.comm_names, stack=stack,
-            stack_start=table.start, stack_frames=table.frames, frames=resolver.frames, stack_table=table,
-            has_callchains=has_chains, demangle=options.demangle, srclines=resolver.srclines,
-            resolver=resolver, byte_order=_byte_order(reader), build_ids=_build_ids(reader.build_ids(), resolver),
-            trailer=reader.trailer, clean_end=reader.clean_end,
-        )
-        if options.filters.dsos or options.filters.symbols:
-            profile = filter_by_leaf(profile, options.filters)
+        rows = Selected(_columns({k: v[sel] for k, v in cols.items()}, chains, has), gen_all[sel], comm_all[sel])
+        profile = assemble(options, capture, index, rows, state, resolver, Counts())
         totals.shown[index] = totals.shown.get(index, 0) + profile.total_samples
         out.append(profile)
     return out

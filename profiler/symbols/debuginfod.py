@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO
 
 from profiler.format.buildid import read_build_id
-from profiler.report.cache import cache_dir
+from profiler.cache import cache_dir
 
 
 ENV_URLS = "DEBUGINFOD_URLS"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from profiler.format.buildid import is_build_id
 from profiler.format.localfile import open_regular
-from profiler.report.symbols.elf import ElfError, ElfFile
+from profiler.symbols.elf import ElfError, ElfFile
 
 DEFAULT_DEBUG_DIRS: tuple[str, ...] = ("/usr/lib/debug",)
 _CRC_CHUNK = 1 << 20

@@ -27,7 +27,7 @@ build-id to check).
 
 Wiring (one object per report, called once per DSO; results are cached)::
 
-    sources = SymbolSources(reader, symfs=opts.symfs, debug_dirs=opts.debug_dirs,
+    sources = SymbolSources(metadata_of(reader), symfs=opts.symfs, debug_dirs=opts.debug_dirs,
                             kallsyms_path=opts.kallsyms)
     syms, label = sources.for_dso(dso.path, dso.build_id)   # DsoSymbols, "packed"|...
     if syms.ok:   # syms.layout turns file offsets into ELF vaddrs, then
@@ -36,7 +36,7 @@ Wiring (one object per report, called once per DSO; results are cached)::
     table, label = sources.jit(pid)                         # SymbolTable | None
     report_warnings.extend(sources.warnings)                # one per mismatched DSO
 
-A :class:`profiler.report.symbols.dso.DsoSymbols` is returned whatever happens: ``ok`` says
+A :class:`profiler.symbols.dso.DsoSymbols` is returned whatever happens: ``ok`` says
 whether its table can be used; a mismatched file's layout is never handed out, so nothing
 of the wrong binary can name a frame.
 """
@@ -51,22 +51,21 @@ from typing import Any
 
 from profiler.errors import FormatError, ReportError
 from profiler.format.buildid import is_build_id, kernel_build_id
-from profiler.format.container import CaptureReader
 from profiler.format.localfile import contained, open_regular
-from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
-from profiler.report.symbols.debuginfod import DebuginfodClient
-from profiler.report.symbols.elf import ElfError, ElfFile
-from profiler.report.symbols.elfheaders import ElfLayout, LoadSegment
-from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols, cached_kernel_symbols, load_kallsyms
-from profiler.report.symbols.perfmap import parse_perf_map, perf_map_path
-from profiler.report.symbols.dso import (
+from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
+from profiler.symbols.debuginfod import DebuginfodClient
+from profiler.symbols.elf import ElfError, ElfFile
+from profiler.symbols.elfheaders import ElfLayout, LoadSegment
+from profiler.symbols.kallsyms import KERNEL_DSO, KernelSymbols, cached_kernel_symbols, load_kallsyms
+from profiler.symbols.perfmap import parse_perf_map, perf_map_path
+from profiler.symbols.dso import (
     DsoSymbols,
     SymbolStatus,
     build_ids_match,
     load_dso_symbols,
     normalize_build_id,
 )
-from profiler.report.symbols.table import SymbolCandidates, SymbolTable
+from profiler.symbols.table import SymbolCandidates, SymbolTable
 
 PACKED, SYMFS, DEBUG_DIR, LOCAL, MISMATCH, MISSING = "packed", "symfs", "debug-dir", "local", "mismatch", "missing"
 KALLSYMS_FILE = "kallsyms-file"
@@ -106,16 +105,6 @@ def packed_key(kind: str, path: str, build_id: str | None, pid: int | None = Non
     return f"{kind}:{bid}" if bid else f"{kind}:{path}"
 
 
-def metadata_of(reader: CaptureReader, kinds: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-    """The payloads of the metadata kinds :class:`SymbolSources` reads, in one pass."""
-    wanted = set(kinds)
-    out: dict[str, list[dict[str, Any]]] = {k: [] for k in wanted}
-    for kind, data in reader.iter_metadata():
-        if kind in wanted:
-            out[kind].append(data)
-    return out
-
-
 SOURCE_KINDS = (SYMBOLS_META, "kallsyms", "kernel", "vdso")
 
 
@@ -136,15 +125,17 @@ def parse_packed(metadata: Metadata) -> tuple[list[PackedEntry], list[str]]:
 class SymbolSources:
     """The ordered symbol-source chain for one capture (see the module docstring).
 
-    ``capture`` is a :class:`CaptureReader`, or its metadata as ``{kind: [payload, ...]}``
-    (kinds ``symbols``, ``kallsyms``, ``kernel``, ``vdso``), or None for no capture data.
+    ``capture`` is what the capture holds for symbols, as ``{kind: [payload, ...]}`` (kinds
+    :data:`SOURCE_KINDS`: ``symbols``, ``kallsyms``, ``kernel``, ``vdso``; the report reads them
+    with :func:`profiler.report.capture.metadata_of`), or None for no capture data: the chain
+    needs no capture reader, so the recorder and commands without a capture can use it.
     ``use_packed=False`` skips symbols packed in the capture (what ``profiler archive``
     uses to find the files on the recording machine).
     """
 
     def __init__(
         self,
-        capture: CaptureReader | Metadata | None = None,
+        capture: Metadata | None = None,
         *,
         symfs: str | os.PathLike[str] | None = None,
         debug_dirs: Sequence[str | os.PathLike[str]] | None = DEFAULT_DEBUG_DIRS,
@@ -154,10 +145,7 @@ class SymbolSources:
         local_kallsyms: str | os.PathLike[str] = "/proc/kallsyms",
         debuginfod: DebuginfodClient | None = None,
     ) -> None:
-        if isinstance(capture, CaptureReader):
-            metadata: Metadata = metadata_of(capture, SOURCE_KINDS)
-        else:
-            metadata = capture or {}
+        metadata: Metadata = capture or {}
         self.symfs = None if symfs is None else Path(symfs)
         self.debug_dirs = tuple(str(d) for d in (DEFAULT_DEBUG_DIRS if debug_dirs is None else debug_dirs))
         self.kallsyms_path = None if kallsyms_path is None else Path(kallsyms_path)

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from profiler.report.unwind.arch import RA, SP, ArchColumns
-from profiler.report.unwind.table import (
+from profiler.unwind.arch import RA, SP, ArchColumns
+from profiler.unwind.table import (
     AT_CFA,
     AT_REG,
     CFA_DEREF,

@@ -17,9 +17,9 @@ import re
 
 import numpy as np
 
-from profiler.report.symbols.ehframe import EhFrameError, FdeBounds, read_fde_bounds
-from profiler.report.symbols.elf import ElfError, ElfFile
-from profiler.report.symbols.table import RANK_OTHER, U64, U64_MAX, SymbolCandidates, SymbolTable
+from profiler.symbols.ehframe import EhFrameError, FdeBounds, read_fde_bounds
+from profiler.symbols.elf import ElfError, ElfFile
+from profiler.symbols.table import RANK_OTHER, U64, U64_MAX, SymbolCandidates, SymbolTable
 
 _UNNAMED = re.compile(r"\+0x[0-9a-f]+")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import lzma
 
-from profiler.report.symbols.elf import ElfError, ElfFile
+from profiler.symbols.elf import ElfError, ElfFile
 
 SECTION = ".gnu_debugdata"
 #: Decompressed size limit: Fedora's are a few hundred KB; anything past this is refused.
