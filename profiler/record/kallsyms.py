@@ -38,6 +38,7 @@ from collections.abc import Iterable
 
 from profiler.format import abi as R
 from profiler.value import Frozen, Value
+from profiler.names import KERNEL_DSO
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
     StrPath = str | os.PathLike[str]
 
 KALLSYMS = "/proc/kallsyms"
-KERNEL_DSO = "[kernel.kallsyms]"  # profiler.symbols.kallsyms.KERNEL_DSO
 PAGE_SIZE = 4096
 PACKED_VERSION = 1  # profiler.symbols.table.PACKED_VERSION
 _TEXT = frozenset(b"TtWw")

@@ -22,6 +22,7 @@ KPTR_RESTRICT = "/proc/sys/kernel/kptr_restrict"
 from profiler.record.cpus import ONLINE_CPUS as ONLINE_CPUS  # noqa: E402 - re-exported
 from profiler.record.cpus import online_cpus as online_cpus  # noqa: E402
 from profiler.record.cpus import parse_cpu_list as parse_cpu_list  # noqa: E402
+from profiler.names import VDSO
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def vdso_image() -> dict[str, Any] | None:
     if at < 0 and text.endswith(" [vdso]"):
         at = len(text) - len(" [vdso]")
     entry = parse_maps_line(text[text.rfind("\n", 0, at) + 1:at + len(" [vdso]")]) if at >= 0 else None
-    if entry is None or entry.path != "[vdso]":
+    if entry is None or entry.path != VDSO:
         return None
     image = ctypes.string_at(entry.start, entry.end - entry.start)
     return {"image": image, "arch": os.uname().machine}

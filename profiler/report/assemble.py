@@ -28,7 +28,7 @@ from profiler.report.profile import Profile
 from profiler.report.replay import ReplayState
 from profiler.report.resolver import SymbolResolver
 from profiler.report.stacks import dedupe_stacks, filter_by_leaf, resolve_stacks
-from profiler.symbols.kallsyms import KERNEL_DSO
+from profiler.names import KERNEL_DSO
 
 if TYPE_CHECKING:
     from profiler.report.unwind_samples import UnwindStats

@@ -30,6 +30,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from profiler.names import UNKNOWN
 
 #: How a frame was resolved. ``"unknown"`` is an address no map or symbol covered.
 FrameKind = Literal["user", "kernel", "jit", "unknown"]
@@ -38,7 +39,6 @@ FRAME_KINDS: tuple[str, ...] = ("user", "kernel", "jit", "unknown")
 #: What a stack's weight is: the number of samples, or the sum of their periods.
 Weight = Literal["samples", "period"]
 
-UNKNOWN = "[unknown]"
 INLINED_SUFFIX = " (inlined)"  # how perf (and every output here) shows an inlined function
 
 

@@ -30,16 +30,17 @@ from profiler.report.maps import Dso, DsoTable, MapSnapshot
 from profiler.symbols.sources import SymbolSources
 from profiler.symbols.demangle import demangle
 from profiler.symbols.dso import DsoSymbols, SymbolStatus
-from profiler.symbols.kallsyms import KERNEL_DSO, KernelSymbols
+from profiler.symbols.kallsyms import KernelSymbols
+from profiler.names import KERNEL_DSO
 from profiler.symbols.perfmap import parse_perf_map, perf_map_path
 from profiler.symbols.srcline import LineTable, line_table_of
 from profiler.symbols.table import SymbolTable
 from profiler.symbols.unnamed import is_unnamed
+from profiler.names import UNKNOWN
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 
-UNKNOWN = "[unknown]"
 
 
 @dataclass(frozen=True)

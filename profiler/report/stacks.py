@@ -16,7 +16,8 @@ from profiler.format.bulk import CONTEXT_KERNEL, SampleColumns, cpumode_context,
 from profiler.report.groupby import dense_ids, pair_ids
 from profiler.report.options import Filters
 from profiler.report.profile import Profile, StackTable
-from profiler.report.resolver import UNKNOWN, FrameInfo, Resolved, SymbolResolver
+from profiler.report.resolver import FrameInfo, Resolved, SymbolResolver
+from profiler.names import UNKNOWN
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]

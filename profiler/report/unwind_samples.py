@@ -22,9 +22,10 @@ from profiler.format.bulk import CONTEXT_USER, SampleColumns, _ChainStore, disti
 from profiler.format.container import CaptureReader
 from profiler.report.maps import DsoTable, MapSnapshot
 from profiler.unwind.arch import RA, SP, ArchColumns, columns_for
-from profiler.unwind.sources import VDSO, TableSources
+from profiler.unwind.sources import TableSources
+from profiler.names import VDSO
 from profiler.unwind.table import RuleTable
-from profiler.unwind.unwinder import _cat
+from profiler.unwind.unwinder import concat
 from profiler.unwind.unwinder import (
     LOC_FRAME_POINTER,
     LOC_NO_CFI,
@@ -112,11 +113,11 @@ class SnapshotCodeMap:
             pgoffs.append(p[user])
             dso_ids.append(d[user])
             keys.append((np.uint64(r) << np.uint64(48)) | s[user])
-        self.key: U64 = _cat(keys, np.uint64)
-        self.end: U64 = _cat(ends, np.uint64)
-        self.start: U64 = _cat(starts, np.uint64)
-        self.pgoff: U64 = _cat(pgoffs, np.uint64)
-        self.dso: I64 = _cat(dso_ids, np.int64)
+        self.key: U64 = concat(keys, np.uint64)
+        self.end: U64 = concat(ends, np.uint64)
+        self.start: U64 = concat(starts, np.uint64)
+        self.pgoff: U64 = concat(pgoffs, np.uint64)
+        self.dso: I64 = concat(dso_ids, np.int64)
         self.slot_of_dso = slot_of_dso
         self.kind_of_dso = kind_of_dso
         self.tables = tables
@@ -154,12 +155,12 @@ class SnapshotCodeMap:
                     ends.append(hi[part] + base)
                     slots.append(np.full(int(part.sum()), sl, dtype=np.int64))
                     biases.append(sv[j] - so[j] - base)
-        self.part_key: U64 = _cat(keys, np.uint64)
+        self.part_key: U64 = concat(keys, np.uint64)
         order = np.argsort(self.part_key, kind="stable")
         self.part_key = self.part_key[order]
-        self.part_end: U64 = _cat(ends, np.uint64)[order]
-        self.part_slot: I64 = _cat(slots, np.int64)[order]
-        self.part_bias: U64 = _cat(biases, np.uint64)[order]
+        self.part_end: U64 = concat(ends, np.uint64)[order]
+        self.part_slot: I64 = concat(slots, np.int64)[order]
+        self.part_bias: U64 = concat(biases, np.uint64)[order]
 
     def locate(self, sample: I64, pc: U64) -> tuple[I64, U64, I8]:
         m = len(sample)

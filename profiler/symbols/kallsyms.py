@@ -27,8 +27,8 @@ import numpy as np
 from profiler.errors import FormatError, ReportError
 from profiler.cache import cache_dir
 from profiler.symbols.table import RANK_GLOBAL, RANK_LOCAL, RANK_WEAK, SymbolTable
+from profiler.names import KERNEL_DSO
 
-KERNEL_DSO = "[kernel.kallsyms]"
 _RANKS = {"T": RANK_GLOBAL, "W": RANK_WEAK, "w": RANK_WEAK, "t": RANK_LOCAL}
 PAGE_SIZE = 4096
 

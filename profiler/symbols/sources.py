@@ -56,7 +56,8 @@ from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
 from profiler.symbols.debuginfod import DebuginfodClient
 from profiler.symbols.elf import ElfError, ElfFile
 from profiler.symbols.elfheaders import ElfLayout, LoadSegment
-from profiler.symbols.kallsyms import KERNEL_DSO, KernelSymbols, cached_kernel_symbols, load_kallsyms
+from profiler.symbols.kallsyms import KernelSymbols, cached_kernel_symbols, load_kallsyms
+from profiler.names import KERNEL_DSO
 from profiler.symbols.perfmap import parse_perf_map, perf_map_path
 from profiler.symbols.dso import (
     DsoSymbols,
@@ -66,6 +67,7 @@ from profiler.symbols.dso import (
     normalize_build_id,
 )
 from profiler.symbols.table import SymbolCandidates, SymbolTable
+from profiler.names import VDSO
 
 PACKED, SYMFS, DEBUG_DIR, LOCAL, MISMATCH, MISSING = "packed", "symfs", "debug-dir", "local", "mismatch", "missing"
 KALLSYMS_FILE = "kallsyms-file"
@@ -74,7 +76,6 @@ LABELS = (PACKED, SYMFS, DEBUG_DIR, DEBUGINFOD, LOCAL, MISMATCH, MISSING, KALLSY
 #: DsoSymbols.source values that mean "full symbols": no need to ask a debuginfod server.
 _FULL_SOURCES = ("debug file", ".symtab")
 
-VDSO = "[vdso]"
 SYMBOLS_META = "symbols"  # metadata kind written by ``profiler archive``
 KIND_ELF, KIND_KERNEL, KIND_VDSO, KIND_JIT = "elf", "kernel", "vdso", "jit"
 

@@ -28,8 +28,8 @@ from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
 from profiler.symbols.elf import ElfError, ElfFile
 from profiler.unwind.arch import ArchColumns
 from profiler.unwind.table import TABLE_VERSION, RuleTable
+from profiler.names import VDSO
 
-VDSO = "[vdso]"
 META_KIND = "unwind"  # metadata kind of packed tables
 
 

@@ -124,7 +124,7 @@ class CombinedTables:
             ra.append(tb.rule_arg[inside])
             rr.append(tb.rule_reg[inside])
             fl.append(tb.flags[inside])
-        cat = _cat
+        cat = concat
         self.key = cat(keys, np.uint64)
         self.cfa_kind = cat(kinds, np.uint8)
         self.cfa_reg = cat(regs, np.int8).astype(np.int64)
@@ -163,7 +163,7 @@ class CombinedTables:
         return safe, ok
 
 
-def _cat(xs: Sequence[npt.NDArray[Any]], dtype: type, shape: tuple[int, ...] = ()) -> npt.NDArray[Any]:
+def concat(xs: Sequence[npt.NDArray[Any]], dtype: type, shape: tuple[int, ...] = ()) -> npt.NDArray[Any]:
     return np.concatenate(xs) if xs else np.zeros((0, *shape), dtype=dtype)
 
 

@@ -6,7 +6,8 @@ import msgpack
 import pytest
 
 from profiler.errors import ReportError
-from profiler.symbols.kallsyms import KERNEL_DSO, KernelSymbols, load_kallsyms, parse_kallsyms
+from profiler.names import KERNEL_DSO
+from profiler.symbols.kallsyms import KernelSymbols, load_kallsyms, parse_kallsyms
 
 SAMPLE = """\
 ffffffff81000000 T _stext

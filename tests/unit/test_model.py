@@ -12,7 +12,7 @@ from report_capture import comm, kaddr, kallsyms_text, kernel_sample, write_capt
 from profiler.report.pipeline import load_profile
 from profiler.report.model import Frame, Location, Mapping, SourceLine
 from profiler.report.options import LoadOptions
-from profiler.symbols.kallsyms import KERNEL_DSO
+from profiler.names import KERNEL_DSO
 
 
 def test_one_address_expands_into_its_inlined_frames() -> None:

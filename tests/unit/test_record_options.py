@@ -137,9 +137,9 @@ def test_record_imports_only_what_recording_needs() -> None:
     import sys
 
     code = ("import sys; import profiler.main, profiler.record.recorder; "
-            "from profiler.commands import _record_args; "
+            "from profiler.commands import record_args; "
             "from profiler.format.container import zstd_compress; "
-            "assert _record_args.parse(['-g', '-q', '-F', '999', '-o', 'x.prof', '--', 'true']); "
+            "assert record_args.parse(['-g', '-q', '-F', '999', '-o', 'x.prof', '--', 'true']); "
             "assert zstd_compress(bytes(4096)); "
             "print(' '.join(sys.modules))")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -179,13 +179,13 @@ def test_the_recorders_zstd_backend_writes_what_the_package_reads() -> None:
 ])
 def test_the_entry_points_reader_agrees_with_click(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
     """What profiler/main.py runs without click is what click would have run."""
-    from profiler.commands import _record_args
+    from profiler.commands import record_args
 
     seen: list[dict[str, Any]] = []
-    monkeypatch.setattr(_record_args, "run", lambda **kwargs: seen.append(kwargs))
+    monkeypatch.setattr(record_args, "run", lambda **kwargs: seen.append(kwargs))
     result = invoke(*args)
     assert result.exit_code == 0, result.output
-    assert _record_args.parse(args) == seen[0]
+    assert record_args.parse(args) == seen[0]
 
 
 @pytest.mark.parametrize("args", [
@@ -193,9 +193,9 @@ def test_the_entry_points_reader_agrees_with_click(monkeypatch: pytest.MonkeyPat
     ["--duration", "1s", "true"], ["--nope", "true"], ["-o"], ["-e"],
 ])
 def test_the_entry_point_leaves_the_rest_to_click(args: list[str]) -> None:
-    from profiler.commands import _record_args
+    from profiler.commands import record_args
 
-    assert _record_args.parse(args) is None
+    assert record_args.parse(args) is None
 
 
 def test_the_entry_point_maps_errors_like_click(capsys: pytest.CaptureFixture[str]) -> None:

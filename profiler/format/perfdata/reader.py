@@ -53,6 +53,7 @@ from profiler.format.perfdata.features import (
     parse_feature,
 )
 from profiler.format.perfdata.walk import I64, RecordSink, StreamState, finish, walk
+from profiler.names import GUEST_KERNEL_DSO, KERNEL_DSO
 
 MAGIC_LE = b"PERFILE2"
 MAGIC_BE = b"2ELIFREP"
@@ -377,14 +378,14 @@ def _perf_facts(path: Path, mode: str, state: StreamState) -> dict[str, Any]:
     return facts
 
 
-KERNEL_NAMES = ("[kernel.kallsyms]", "[guest.kernel.kallsyms]")
+KERNEL_NAMES = (KERNEL_DSO, GUEST_KERNEL_DSO)
 
 
 def _metadata(f: Features) -> list[tuple[str, dict[str, Any]]]:
     entries = []
     kernel_bid = None
     for e in f.build_ids:
-        if e.filename in KERNEL_NAMES or e.filename.startswith("[kernel.kallsyms]"):
+        if e.filename in KERNEL_NAMES or e.filename.startswith(KERNEL_DSO):
             if e.cpumode == 1 and kernel_bid is None:
                 kernel_bid = e.build_id
             continue

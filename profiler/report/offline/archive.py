@@ -51,7 +51,8 @@ from profiler.format.container import STDOUT, CaptureReader, CaptureWriter
 from profiler.format.localfile import written_in_place
 from profiler.report.offline.capture_dsos import DsoUse, scan_capture
 from profiler.symbols.debuginfod import DebuginfodClient
-from profiler.symbols.kallsyms import KERNEL_DSO, KernelSymbols
+from profiler.symbols.kallsyms import KernelSymbols
+from profiler.names import KERNEL_DSO
 from profiler.report.capture import metadata_of
 from profiler.symbols.sources import (
     KIND_ELF,

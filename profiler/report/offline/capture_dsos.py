@@ -34,7 +34,8 @@ from profiler.format.bulk import (
     split_callchains,
 )
 from profiler.format.container import CaptureReader
-from profiler.symbols.kallsyms import KERNEL_DSO, KernelSymbols
+from profiler.symbols.kallsyms import KernelSymbols
+from profiler.names import KERNEL_DSO
 from profiler.report.maps import Dso
 from profiler.symbols.perfmap import perf_map_path
 from profiler.report.replay import replay

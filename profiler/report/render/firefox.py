@@ -34,6 +34,7 @@ import numpy as np
 from profiler import __version__
 from profiler.report.model import Location, ProfileMeta, SourceLine, StackProfile, period_is_nanoseconds
 from profiler.report.render import utf8
+from profiler.names import UNKNOWN
 
 PROCESSED_PROFILE_VERSION = 57
 GECKO_PROFILE_VERSION = 31
@@ -88,7 +89,7 @@ class _Libs:
 
     def index(self, loc: Location) -> int | None:
         path = loc.mapping.path
-        if loc.kind == "unknown" or path in ("", "[unknown]"):
+        if loc.kind == "unknown" or path in ("", UNKNOWN):
             return None
         found = self._ids.get(path)
         if found is None:

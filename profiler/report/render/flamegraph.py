@@ -26,6 +26,7 @@ from typing import Literal, TextIO
 
 from profiler.report.render import utf8
 from profiler.errors import UsageError
+from profiler.names import UNKNOWN
 from profiler.report.model import (
     Frame,
     ProfileMeta,
@@ -197,7 +198,7 @@ def group_frame(stack: StackSample, group_by: GroupBy) -> Frame | None:
     """The synthetic frame under the root for ``stack``'s thread, or None."""
     if group_by == "none":
         return None
-    comm = stack.comm or "[unknown]"
+    comm = stack.comm or UNKNOWN
     label = {"comm": comm, "pid": f"{comm}-{stack.pid}", "tid": f"{comm}-{stack.pid}/{stack.tid}"}
     return Frame(name=label[group_by], dso="", kind=PROCESS_KIND)
 

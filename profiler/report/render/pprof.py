@@ -31,10 +31,10 @@ from typing import Any, BinaryIO
 from profiler.report.render import utf8
 from profiler import __version__
 from profiler.errors import ReportError
-from profiler.report.model import UNKNOWN, Location, StackProfile, period_is_nanoseconds
+from profiler.report.model import Location, StackProfile, period_is_nanoseconds
+from profiler.names import UNKNOWN
 
-KERNEL_DSO = "[kernel.kallsyms]"
-NO_MAPPING = ("[unknown]", "")
+NO_MAPPING = (UNKNOWN, "")
 
 
 @dataclass

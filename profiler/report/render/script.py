@@ -22,6 +22,7 @@ from typing import TextIO
 
 from profiler.report.render import utf8
 from profiler.report.profile import Profile
+from profiler.names import UNKNOWN
 
 
 def frame_line(profile: Profile, k: int, srcline: bool = False) -> str:
@@ -213,7 +214,7 @@ def _field_frame(profile: Profile, k: int, f: set[str], raw_ip: bool = False) ->
     if "ip" in f:
         parts.append(f"{int(t.addrs[k] if raw_ip else t.shown[k]):16x}")
     if "sym" in f:
-        name = "[unknown]" if fr.symbol is None else fr.name(profile.demangle)
+        name = UNKNOWN if fr.symbol is None else fr.name(profile.demangle)
         if "symoff" in f and fr.symbol is not None and not fr.inlined:
             name += f"+0x{int(t.offsets[k]):x}"
         parts.append(name)
