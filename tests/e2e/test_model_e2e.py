@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from offline_helpers import record
+from tests.support.offline_helpers import record
 from profiler.report.load import load_profile
 from profiler.report.options import Filters, LoadOptions
 from profiler.report.symbols.dso import clear_symbol_cache

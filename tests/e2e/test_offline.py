@@ -26,7 +26,7 @@ from profiler.report.offline.archive import archive_capture
 from profiler.report.symbols.elf import ElfFile
 from profiler.report.symbols.dso import clear_symbol_cache
 
-from offline_helpers import Row, profile_rows, record, rows_from_json
+from tests.support.offline_helpers import Row, profile_rows, record, rows_from_json
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "fixtures" / "captures" / "offline-shares.prof"

@@ -21,7 +21,7 @@ import pytest
 from profiler.report.offline.archive import archive_capture
 from profiler.report.symbols.dso import clear_symbol_cache
 
-from offline_helpers import profile_rows, record
+from tests.support.offline_helpers import profile_rows, record
 
 pytestmark = pytest.mark.e2e
 

@@ -14,12 +14,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
+from tests.fuzz import capture_fuzz as cf
+from tests.support.paths import CAPTURES, ROOT
 
-import capture_fuzz as cf  # noqa: E402
-
-CAPTURES = ROOT / "fixtures" / "captures"
 RSS_LIMIT_KB = 200 * 1024
 # a small launcher: its children's peak RSS (the CLI's own, measured by the kernel)
 _MEASURE = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True); "
