@@ -73,7 +73,8 @@ def main() -> None:
             cap, pdata = Path(tmp) / f"c{n}.prof", Path(tmp) / f"p{n}.data"
             write_capture(cap, n)
             write_perf_data(cap, pdata)
-            print(f"\n{n} samples: capture {cap.stat().st_size / 1e6:.0f} MB, perf.data {pdata.stat().st_size / 1e6:.0f} MB")
+            print(f"\n{n} samples: capture {cap.stat().st_size / 1e6:.0f} MB, "
+                  f"perf.data {pdata.stat().st_size / 1e6:.0f} MB")
             rows = []
             for fmt in ("pprof", "firefox", "folded"):
                 out = Path(tmp) / f"out.{fmt}"

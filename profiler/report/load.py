@@ -467,7 +467,8 @@ def load_profile(options: LoadOptions, progress: Progress | None = None,
         counts=data.counts, warnings=warnings, recorded_samples=recorded,
         start_ns=_start_ns(reader.header, data.samples), trailer=reader.trailer,
         clean_end=reader.clean_end, srclines=resolver.srclines, resolver=resolver,
-        base_samples=base_samples, base_period=base_period, trace_format=tfmt, raw=raw, byte_order=_byte_order(reader), unwind=unwound,
+        base_samples=base_samples, base_period=base_period, trace_format=tfmt, raw=raw, byte_order=_byte_order(reader),
+        unwind=unwound,
         build_ids=_build_ids(build_ids, resolver),
     )
     f = options.filters
@@ -536,7 +537,8 @@ def _build_ids(recorded: dict[str, str], resolver: SymbolResolver) -> dict[str, 
     return out
 
 
-def _event_samples(data: CaptureData, ev_index: int, warnings: list[str]) -> tuple[npt.NDArray[np.bool_], SampleColumns]:
+def _event_samples(data: CaptureData, ev_index: int,
+                   warnings: list[str]) -> tuple[npt.NDArray[np.bool_], SampleColumns]:
     """The samples of one event; for a member of a ':S' group, the leader's samples with the
     member's count growth as their period (see :mod:`profiler.report.groupread`)."""
     event = data.events.events[ev_index]

@@ -186,7 +186,8 @@ def test_exports_carry_source_lines(require_perf: None, fixtures_dir: Path, prof
 
     # Firefox: fileName per function, line per frame, within addr2line's lines of that function
     text = run("script", "--no-inline", "-F", "ip,dso").decode()
-    sampled = sorted({int(a, 16) for a, d in re.findall(r"^\t\s*([0-9a-f]+) \((\S+)\)$", text, re.M) if d == str(binary)})
+    sampled = sorted({int(a, 16) for a, d in re.findall(r"^\t\s*([0-9a-f]+) \((\S+)\)$", text, re.M)
+                      if d == str(binary)})
     reference = _addr2line(binary, sorted({x for a in sampled for x in (a, a - 1)}))
     ff = json.loads(run("export", "-f", "firefox", "-o", "-"))
     strings = ff["shared"]["stringArray"]

@@ -156,7 +156,8 @@ def test_buildids_lists_every_dso_with_its_source(recorded: tuple[Path, Path], t
     debug = tmp_path / "debug"
     bid = str(by_path[str(binary)]["build_id"])
     (debug / ".build-id" / bid[:2]).mkdir(parents=True)
-    subprocess.run(["objcopy", "--only-keep-debug", str(binary), str(debug / ".build-id" / bid[:2] / f"{bid[2:]}.debug")],
+    subprocess.run(["objcopy", "--only-keep-debug", str(binary),
+                    str(debug / ".build-id" / bid[:2] / f"{bid[2:]}.debug")],
                    check=True)
     assert source_of(capture, binary, "--debug-dir", str(debug)) == "debug-dir"
     root = tmp_path / "root"

@@ -243,9 +243,11 @@ def m_meta_bomb(parts: CaptureParts, rng: random.Random) -> bytes:
     if choice == 0:  # a long string of zeros
         body = msgpack.packb({"kind": kind, "data": {"text": "0" * n}})
     elif choice == 1:  # an array of nils
-        body = b"\x82\xa4kind" + msgpack.packb(kind) + b"\xa4data\x81\xa7entries\xdd" + struct.pack(">I", n) + b"\xc0" * n
+        body = (b"\x82\xa4kind" + msgpack.packb(kind) + b"\xa4data\x81\xa7entries\xdd" + struct.pack(">I", n)
+                + b"\xc0" * n)
     elif choice == 2:  # an array of empty maps
-        body = b"\x82\xa4kind" + msgpack.packb(kind) + b"\xa4data\x81\xa7entries\xdd" + struct.pack(">I", n // 4) + b"\x80" * (n // 4)
+        body = (b"\x82\xa4kind" + msgpack.packb(kind) + b"\xa4data\x81\xa7entries\xdd" + struct.pack(">I", n // 4)
+                + b"\x80" * (n // 4))
     elif choice == 3:  # many frames of the same, each below the per-frame limit
         body = msgpack.packb({"kind": kind, "data": {"text": "1" * (n // 8)}})
         frames = [FrameParts(4, 1, 0xFFFF, 0, zlib.compress(body, 9)) for _ in range(16)]
@@ -291,7 +293,8 @@ def m_record_field(parts: CaptureParts, rng: random.Random) -> bytes:
         if rng.random() < 0.5:
             struct.pack_into("<I", data, off, rng.choice([0, 1, 9, 10, 11, 15, 20, 64, 68, 99, 0xFFFFFFFF]))
         else:
-            struct.pack_into("<H", data, off + 6, rng.choice([0, 8, 9, 16, size + 8, size - 8 if size > 8 else 8, 0xFFF8, 0xFFFF]))
+            struct.pack_into("<H", data, off + 6, rng.choice([0, 8, 9, 16, size + 8, size - 8 if size > 8 else 8,
+                                                              0xFFF8, 0xFFFF]))
     elif roll < 0.25:  # misc flags (the MMAP2 build-id flag among them)
         struct.pack_into("<H", data, off + 4, rng.choice([0, 1 << 14, 0xFFFF, 1 << 13, 1 << 15]))
     else:  # a u64/u32 field inside the body
@@ -300,7 +303,8 @@ def m_record_field(parts: CaptureParts, rng: random.Random) -> bytes:
             if rng.random() < 0.7:
                 struct.pack_into("<Q", data, field_off, rng.choice(U64_HOSTILE))
             else:
-                struct.pack_into("<I", data, field_off + 4 * rng.randrange(2), rng.choice([0, 0xFFFFFFFF, 0x80000000, 20, 21]))
+                struct.pack_into("<I", data, field_off + 4 * rng.randrange(2),
+                                 rng.choice([0, 0xFFFFFFFF, 0x80000000, 20, 21]))
     f.payload = bytes(data)
     return build(parts)
 

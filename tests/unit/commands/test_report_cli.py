@@ -191,7 +191,8 @@ def test_symfs_that_is_not_a_directory_is_a_usage_error(tmp_path: Path, capsys: 
     extra = ["-f", "folded"] if cmd == "export" else ["-o", str(tmp_path / "f.html")] if cmd == "flamegraph" else []
     code, out, err = run(capsys, cmd, "-i", path, *extra, "--symfs", str(tmp_path / "nowhere"))
     assert code == 2 and out == ""
-    assert err == f"profiler: --symfs {tmp_path / 'nowhere'} does not exist: it must name the root the recorded files are under.\n"
+    assert err == (f"profiler: --symfs {tmp_path / 'nowhere'} does not exist: "
+                   "it must name the root the recorded files are under.\n")
 
 
 def test_a_file_under_symfs_with_the_wrong_build_id_warns_once(tmp_path: Path,

@@ -249,6 +249,7 @@ def _normalise(s: R.Sample, sample_type: int) -> R.Sample:
     return s
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sample_batches(), st.sampled_from([(1, 1), (3, 0)]))
 def test_bulk_matches_exact_property(tmp_path: Path, batch: tuple[int, list[list[R.Sample]]],
@@ -314,6 +315,7 @@ def any_layout_samples(draw: st.DrawFn) -> tuple[dict[str, int], list[R.Sample]]
     return attr, samples
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(any_layout_samples())
 def test_bulk_gives_every_field_of_any_layout(tmp_path: Path, case: tuple[dict[str, int], list[R.Sample]]) -> None:
@@ -347,6 +349,7 @@ def small_capture_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return path.read_bytes()
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8),
        st.integers(0, 2))
@@ -363,6 +366,7 @@ def test_fuzz_file_mutations(small_capture_bytes: bytes, edits: list[tuple[int, 
     _read_everything(bytes(data))
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 10**5), st.integers(0, 255)), min_size=1, max_size=12))
 def test_fuzz_record_mutations_behind_valid_checksums(tmp_path: Path, edits: list[tuple[int, int]]) -> None:

@@ -17,8 +17,6 @@ from tests.support.paths import ROOT
 
 from profiler.errors import DiskFullError, FormatError, NotACaptureError, ProfilerError, VersionError
 from profiler.format.container import (
-    FORMAT_MAJOR,
-    FORMAT_MINOR,
     FRAME_HEADER_SIZE,
     FRAME_META,
     FRAME_RAW,

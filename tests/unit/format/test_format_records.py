@@ -348,6 +348,7 @@ def other_records(draw: st.DrawFn, layout: R.SampleLayout) -> R.Record:
     return rec
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @settings(max_examples=400, deadline=None)
 @given(st.data())
 def test_round_trip_property(data: st.DataObject) -> None:

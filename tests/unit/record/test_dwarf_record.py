@@ -76,7 +76,8 @@ LAYOUT = R.SampleLayout(
 
 
 def _sample(ip: int, stack: bytes, dyn: int, regs: bool = True) -> R.Sample:
-    return R.Sample(misc=R.PERF_RECORD_MISC_USER, ip=ip, pid=1, tid=1, time=ip, callchain=(R.PERF_CONTEXT_KERNEL, 0xffffffff81000000),
+    return R.Sample(misc=R.PERF_RECORD_MISC_USER, ip=ip, pid=1, tid=1, time=ip,
+                    callchain=(R.PERF_CONTEXT_KERNEL, 0xffffffff81000000),
                     regs_user_abi=2 if regs else 0, regs_user=(1, 2, 3) if regs else (),
                     stack_user=stack, stack_user_dyn_size=dyn)
 

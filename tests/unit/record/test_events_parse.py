@@ -141,7 +141,8 @@ def test_place_bits() -> None:
 @pytest.fixture()
 def fake_tracefs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "tracing"
-    for sub, name, ident in (("sched", "sched_switch", 316), ("sched", "sched_wakeup", 318), ("irq", "irq_handler_entry", 40)):
+    for sub, name, ident in (("sched", "sched_switch", 316), ("sched", "sched_wakeup", 318),
+                             ("irq", "irq_handler_entry", 40)):
         d = root / "events" / sub / name
         d.mkdir(parents=True)
         (d / "id").write_text(f"{ident}\n")
@@ -179,7 +180,8 @@ def test_default_event_falls_back_when_cycles_cannot_open(monkeypatch: pytest.Mo
     assert ev.default_event() == (ev.DEFAULT_EVENT, None)
 
 
-def test_supported_events_lists_only_what_probes(monkeypatch: pytest.MonkeyPatch, fake_tracefs: Path, fake_pmu: Path) -> None:
+def test_supported_events_lists_only_what_probes(monkeypatch: pytest.MonkeyPatch, fake_tracefs: Path,
+                                                 fake_pmu: Path) -> None:
     monkeypatch.setattr(ev, "probe", lambda spec: spec.name == "instructions")
     listed = {e.name: e.kind for e in ev.supported_events()}
     assert listed["cpu-clock"] == "Software event"

@@ -91,7 +91,8 @@ def test_random_addresses_over_a_large_table() -> None:
     starts = sorted(rng.sample(range(0xFFFFFFFF81000000, 0xFFFFFFFF82000000, 16), 5000))
     kinds = "TtWwdDrb"
     lines = [f"{a:016x} {rng.choice(kinds)} s{i}" for i, a in enumerate(starts)]
-    lines += [f"{a:016x} t m{i}\t[mod{i % 3}]" for i, a in enumerate(rng.sample(range(0xFFFFFFFFC0000000, 0xFFFFFFFFC0100000, 8), 300))]
+    lines += [f"{a:016x} t m{i}\t[mod{i % 3}]"
+              for i, a in enumerate(rng.sample(range(0xFFFFFFFFC0000000, 0xFFFFFFFFC0100000, 8), 300))]
     text = "\n".join(lines) + "\n"
     addresses = [rng.randrange(0xFFFFFFFF80FFF000, 0xFFFFFFFFC0101000) for _ in range(3000)]
     addresses += [rng.randrange(0xFFFFFFFFC0000000, 0xFFFFFFFFC0101000) for _ in range(3000)]

@@ -116,7 +116,8 @@ def test_data_area_must_be_a_power_of_two() -> None:
         RingBuffer(bytearray(2048 + 100), 2048)
 
 
-@pytest.mark.parametrize(("pages", "ok"), [(1, False), (2, True), (3, True), (4, False), (5, True), (129, True), (130, False)])
+@pytest.mark.parametrize(("pages", "ok"),
+                         [(1, False), (2, True), (3, True), (4, False), (5, True), (129, True), (130, False)])
 def test_page_counts(pages: int, ok: bool) -> None:
     assert is_valid_page_count(pages) is ok
 

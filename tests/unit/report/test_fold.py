@@ -112,6 +112,7 @@ OPTIONS = [
 ]
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_folding_in_small_chunks_gives_the_whole_decodes_report(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
@@ -124,6 +125,7 @@ def test_folding_in_small_chunks_gives_the_whole_decodes_report(
             assert report(capsys, monkeypatch, mode, "-i", path, *argv) == whole, (mode, argv)
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @pytest.mark.parametrize("seed", [1, 2])
 def test_samples_without_cpu_take_their_frames_cpu_in_every_report_path(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
@@ -212,6 +214,7 @@ SCRIPT_OPTIONS = [
 ]
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @pytest.mark.parametrize("seed", [1, 2, 5])
 def test_script_streamed_window_by_window_is_the_whole_decodes_script(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
@@ -258,7 +261,8 @@ def test_recorded_fixtures_script_the_same_streamed(name: str, capsys: pytest.Ca
     path = str(FIXTURES / name)
     monkeypatch.setattr(fold, "FOLD_CHUNK_BYTES", 4096)
     for argv in [(), ("-F", "comm,pid,tid,cpu,time,period,event,ip,sym,dso")]:
-        assert script(capsys, monkeypatch, False, "-i", path, *argv) == script(capsys, monkeypatch, True, "-i", path, *argv)
+        whole = script(capsys, monkeypatch, False, "-i", path, *argv)
+        assert whole == script(capsys, monkeypatch, True, "-i", path, *argv)
 
 
 def test_a_worker_that_dies_ends_the_report_with_one_sentence(tmp_path: Path) -> None:
@@ -371,6 +375,7 @@ def test_other_running_threads_are_read_from_proc_loadavg() -> None:
     assert 0 <= fold._others_running() <= int(fields[3].split("/")[1])
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 def test_workers_die_with_the_report(tmp_path: Path) -> None:
     """A report killed with kill -9 (a timeout, the OOM killer) leaves no worker behind."""
     import signal

@@ -52,7 +52,8 @@ def test_data_loc_string_and_casts() -> None:
     raw = struct.pack("<HBBi", 365, 0, 0, 7) + struct.pack("<Iii", (len(name) << 16) | 20, 7, 7) + name
     assert TracePrinter.of(f).format(raw) == "filename=/usr/bin/ls pid=7 old_pid=7"
     o = fmt("sys_enter_openat")
-    raw = struct.pack("<HBBi", 1, 0, 0, 7) + struct.pack("<iiQqqq", 257, 0, 0xFFFFFF9C, 0x7ffe1234, 0x80000, 0)  # int dfd stored in 8 bytes, as the kernel does
+    # int dfd stored in 8 bytes, as the kernel does
+    raw = struct.pack("<HBBi", 1, 0, 0, 7) + struct.pack("<iiQqqq", 257, 0, 0xFFFFFF9C, 0x7ffe1234, 0x80000, 0)
     assert TracePrinter.of(o).format(raw) == ("dfd: 0xffffff9c, filename: 0x7ffe1234, flags: 0x00080000, "
                                               "mode: 0x00000000")
 

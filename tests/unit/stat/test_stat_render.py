@@ -33,8 +33,8 @@ BARE = Row("page-faults", "", COUNTED, 50, 1, 1, Metric(0.0, None, ""))
 
 
 def test_std_rows_match_perf() -> None:
-    assert std_row(CLOCK, 1) == "              0.93 msec task-clock                       #    0.018 CPUs utilized          "
-    assert std_row(FAULTS, 1) == "                74      page-faults                      #   79.634 K/sec                  "
+    assert std_row(CLOCK, 1) == "              0.93 msec task-clock                       #    0.018 CPUs utilized          "  # noqa: E501
+    assert std_row(FAULTS, 1) == "                74      page-faults                      #   79.634 K/sec                  "  # noqa: E501
     assert std_row(CYCLES, 1) == "   <not supported>      cycles" + " " * 54
     assert std_row(BARE, 1) == "                50      page-faults" + " " * 56
     assert len(std_row(BARE, 1)) == 91 and len(std_row(CYCLES, 1)) == 84
@@ -96,7 +96,8 @@ def test_json_rows_match_perf() -> None:
     assert json_row(CYCLES, 1) == (
         '{"counter-value" : "<not supported>", "unit" : "", "event" : "cycles", "event-runtime" : 0, '
         '"pcnt-running" : 100.00, "metric-value" : 0.000000, "metric-unit" : ""}')
-    noisy = Row("task-clock", "msec", COUNTED, 0.628211, 628211, 628211, Metric(0.461673, "%8.3f", "CPUs utilized"), 6.85)
+    noisy = Row("task-clock", "msec", COUNTED, 0.628211, 628211, 628211, Metric(0.461673, "%8.3f", "CPUs utilized"),
+                6.85)
     assert '"event" : "task-clock", "variance" : 6.85, "event-runtime" : 628211' in json_row(noisy, 3)
     cpu = Row("task-clock", "msec", COUNTED, 1.0, 1, 1, Metric(1.0, "%8.3f", "CPUs utilized"), slot=Slot(cpu=1))
     assert json_row(cpu, 1, 50098998).startswith('{"interval" : 0.050098998, "cpu" : "1", "counter-value"')

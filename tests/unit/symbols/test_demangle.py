@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from profiler.report.symbols import demangle as demangle_module
 from profiler.report.symbols.demangle import demangle, demangle_rust_legacy
 from profiler.report.symbols.elf import ElfFile
 

@@ -77,7 +77,8 @@ def readelf_sections(path: Path) -> dict[int, Section]:
     for line in run("readelf", "-SW", path).splitlines():
         m = pattern.search(line)
         if m and int(m.group(1)) > 0:
-            found[int(m.group(1))] = Section(int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16), m.group(5))
+            found[int(m.group(1))] = Section(int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16),
+                                             m.group(5))
     return found
 
 
@@ -264,7 +265,8 @@ def maps_of(pid: int) -> list[tuple[int, int, int, str]]:
     [("prog_pie", "prog_pie"), ("prog_nopie", "prog_nopie"), ("prog_uselib", "libshared.so")],
 )
 def test_runtime_ip_translates_to_the_symbol(elf_dir: Path, program: str, dso_name: str) -> None:
-    proc = subprocess.Popen([elf_dir / program, "--addresses"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([elf_dir / program, "--addresses"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
     try:
         assert proc.stdout is not None
         wanted = 1 if dso_name == "libshared.so" else 3
@@ -354,4 +356,5 @@ def test_symbol_dtypes_follow_elf_h() -> None:
     assert symbol_dtype(64, True).itemsize == 24
     assert symbol_dtype(32, False).itemsize == 16
     assert symbol_dtype(32, False)["st_value"].byteorder == ">"
-    assert list(symbol_dtype(32, True).names or ()) == ["st_name", "st_value", "st_size", "st_info", "st_other", "st_shndx"]
+    assert list(symbol_dtype(32, True).names or ()) == ["st_name", "st_value", "st_size", "st_info", "st_other",
+                                                        "st_shndx"]

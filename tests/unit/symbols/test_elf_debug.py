@@ -83,7 +83,8 @@ def test_symbols_come_from_the_build_id_debug_file(elf_dir: Path) -> None:
     bid = build_id_of(stripped)
     debug = build_id_path(elf_dir / "debug", bid)
     functions = nm_functions(debug)
-    assert "local_sum" in functions and "no symbols" in subprocess.run(["nm", stripped], capture_output=True, text=True).stderr
+    assert "local_sum" in functions and "no symbols" in subprocess.run(["nm", stripped], capture_output=True,
+                                                                       text=True).stderr
     dso = load_dso_symbols(stripped, bid, [elf_dir / "debug"])
     assert dso.status is SymbolStatus.OK and dso.source == "debug file" and dso.debug_file == debug
     for name in ("local_sum", "leaf_add", "main", "zero_size_label"):

@@ -145,7 +145,8 @@ def test_packed_beats_every_other_source(fixtures_dir: Path, tmp_path: Path) -> 
 def test_kallsyms_override_and_hidden_snapshot(tmp_path: Path) -> None:
     override = tmp_path / "kallsyms"
     override.write_text(KALLSYMS.replace("k_beta", "k_renamed"))
-    hidden: dict[str, list[dict[str, Any]]] = {"kallsyms": [{"text": "0000000000000000 T _stext\n", "hidden": True, "kptr_restrict": 2}],
+    hidden: dict[str, list[dict[str, Any]]] = {"kallsyms": [{"text": "0000000000000000 T _stext\n", "hidden": True,
+                                                             "kptr_restrict": 2}],
               "kernel": [{"build_id": "ef" * 20}]}
     ks, label, _ = SymbolSources(hidden, kallsyms_path=override).kernel()
     assert label == KALLSYMS_FILE and ks is not None

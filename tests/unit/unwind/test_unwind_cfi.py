@@ -155,6 +155,7 @@ def readelf_rows(path: Path) -> dict[int, tuple[str, dict[str, str]]]:
     return rows
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="GNU readelf is not installed")
 @pytest.mark.parametrize("path", [SO, Path("/lib/x86_64-linux-gnu/libc.so.6")])
 def test_rows_agree_with_readelf(path: Path) -> None:
