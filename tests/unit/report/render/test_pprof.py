@@ -3,7 +3,7 @@
 Checks the profile.proto invariants pprof relies on (string 0 empty, ids nonzero and unique,
 every reference resolvable, one value per sample type) and that the numbers are the
 capture's: per function, the samples and periods the flat report counts.
-(tests/e2e/test_pprof_e2e.py reads real exports with ``go tool pprof``.)
+(tests/e2e/test_exports_e2e.py reads real exports with ``go tool pprof``.)
 """
 
 from __future__ import annotations
