@@ -22,6 +22,7 @@ Absolute paths (``/proc/kallsyms``) and build outputs (``out/…``) are not the 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,11 +50,9 @@ def tracked_files() -> list[Path]:
     skip = {".git", ".venv", "out", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", "__pycache__",
             "test-artifacts", "build"}
     found: list[Path] = []
-    for path in ROOT.rglob("*"):
-        rel = path.relative_to(ROOT)
-        if skip.intersection(rel.parts) or not path.is_file():
-            continue
-        found.append(rel)
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in skip and not d.startswith(".")]
+        found += [Path(folder, name).relative_to(ROOT) for name in files]
     return found
 
 
