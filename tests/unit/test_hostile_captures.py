@@ -129,6 +129,7 @@ def test_a_short_fuzzing_campaign_finds_nothing() -> None:
     structure-aware mutations of every committed capture through every reading command."""
     report = cf.parallel_campaign(count=800, seed=20261124, jobs=2, timeout=30)
     assert report.runs == 800
+    assert len(report.by_command) == len(cf.COMMANDS), report.by_command  # every command and output ran
     assert not report.failures, cf.summary(report)
 
 
