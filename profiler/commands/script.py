@@ -14,7 +14,8 @@ from profiler.commands._profile_opts import load_options, profile_options
 
 @click.command("script")
 @profile_options
-@click.option("--srcline", is_flag=True, help="After each frame, its source file:line (DWARF), as perf script -F +srcline.")
+@click.option("--srcline", is_flag=True,
+              help="After each frame, its source file:line (DWARF), as perf script -F +srcline.")
 @click.option("-F", "--fields", metavar="FIELDS",
               help="perf script's field selection: comm,tid,pid,time,cpu,event,ip,sym,symoff,dso,srcline,period,trace "
                    "(or +FIELD / -FIELD to change the defaults).")

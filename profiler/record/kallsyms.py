@@ -38,7 +38,6 @@ from collections.abc import Iterable
 
 from profiler.format import abi as R
 from profiler.value import Frozen, Value
-from profiler.names import KERNEL_DSO
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from profiler.format.header import machine_facts
 from profiler.format.buildid import kernel_build_id
+from profiler.names import VDSO
 from profiler.record.synth import parse_maps_line
 
 MODULES = "/proc/modules"
@@ -22,7 +23,6 @@ KPTR_RESTRICT = "/proc/sys/kernel/kptr_restrict"
 from profiler.record.cpus import ONLINE_CPUS as ONLINE_CPUS  # noqa: E402 - re-exported
 from profiler.record.cpus import online_cpus as online_cpus  # noqa: E402
 from profiler.record.cpus import parse_cpu_list as parse_cpu_list  # noqa: E402
-from profiler.names import VDSO
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
 if TYPE_CHECKING:

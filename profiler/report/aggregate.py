@@ -39,7 +39,7 @@ class FlatRow:
     kernel: bool = False  # [k] rather than [.]
     frame: int = -1  # frame id when sorting by sym
     srcline: str | None = None  # "file.c:12" of the sampled address (sort key srcline)
-    unnamed: bool = False  # a function without a symbol, named DSO+0xSTART (see report/unnamed.py)
+    unnamed: bool = False  # a function without a symbol, named DSO+0xSTART (see symbols/unnamed.py)
 
 
 @dataclass

@@ -124,6 +124,9 @@ class CallGraph:
     names: dict[int, tuple[str, str]]
     srclines: list[str] = field(default_factory=list)
 
+    def label(self, frame_id: int) -> str:
+        return self.names[frame_id][0]
+
 
 @dataclass
 class PerfReport:

@@ -121,7 +121,8 @@ class Resolved:
     offset: U64
     shown: U64
     srcline: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # id in SymbolResolver.srclines, -1
-    inlined: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # i -> (frame, srcline), innermost first
+    # i -> (frame, srcline), innermost first
+    inlined: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.srcline.shape[0] != self.frame.shape[0]:

@@ -17,7 +17,8 @@ without one) — and its period. So the capture is read in two passes:
    kept have doubled.
 
 Pass 2 runs in worker processes (``fork``; ``PROFILER_JOBS``, default: the idle CPUs this process
-may use and no other program keeps busy, at most 4: :func:`idle_cpus`) when the capture has several chunks, else in this process: the same function,
+may use and no other program keeps busy, at most 4: :func:`idle_cpus`) when the capture has
+several chunks, else in this process: the same function,
 the same merge, so both give identical rows. Memory is one chunk's columns per worker plus the
 distinct rows.
 
@@ -39,7 +40,6 @@ import numpy.typing as npt
 
 from profiler.errors import ReportError
 from profiler.format.bulk import (
-    CHUNK_BYTES,
     ChainTable,
     ChunkDecoder,
     OtherRecord,

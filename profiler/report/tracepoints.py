@@ -156,7 +156,8 @@ def filter_mask(fmt: TraceFormat, flt: TraceFilter, payloads: npt.NDArray[Any],
                        dtype=bool, count=len(payloads))
 
 
-def event_payloads(capture: Any, index: int, s: Any, options: Any) -> tuple[TraceFormat | None, npt.NDArray[Any] | None]:
+def event_payloads(capture: Any, index: int, s: Any,
+                   options: Any) -> tuple[TraceFormat | None, npt.NDArray[Any] | None]:
     """A tracepoint event's stored format and, when asked for (``options.payloads``) or a
     ``--trace-filter`` needs them, the payloads of the rows ``s`` (``capture`` is a
     :class:`profiler.report.capture.Capture`, ``options`` the LoadOptions)."""

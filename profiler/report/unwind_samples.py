@@ -40,7 +40,7 @@ from profiler.unwind.unwinder import (
     UnwindResult,
     unwind,
 )
-from profiler.unwind.userdata import UserData, has_user_stacks, read_user_data
+from profiler.unwind.userdata import UserData, read_user_data
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -180,7 +180,8 @@ class SnapshotCodeMap:
         if len(self.part_key) and table.any():
             j = np.searchsorted(self.part_key, key, side="right").astype(np.int64) - 1
             sj = np.maximum(j, 0)
-            inside = table & (j >= 0) & ((self.part_key.take(sj) ^ rank) < np.uint64(1 << 48)) & (pc < self.part_end.take(sj))
+            inside = (table & (j >= 0) & ((self.part_key.take(sj) ^ rank) < np.uint64(1 << 48))
+                      & (pc < self.part_end.take(sj)))
             with np.errstate(over="ignore"):
                 addr = np.where(inside, pc + self.part_bias.take(sj), np.uint64(0))
             slot = np.where(inside, self.part_slot.take(sj), slot)

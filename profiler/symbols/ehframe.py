@@ -309,7 +309,8 @@ class _Reader:
         return _gather(raw, at, dtype).astype(np.int64).astype(np.uint64)
 
 
-def _gather(raw: npt.NDArray[np.uint8], at: npt.NDArray[np.int64], dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
+def _gather(raw: npt.NDArray[np.uint8], at: npt.NDArray[np.int64],
+            dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
     """``dtype`` values at byte offsets ``at`` of ``raw`` (any alignment)."""
     width = dtype.itemsize
     idx = at[:, None] + np.arange(width, dtype=np.int64)[None, :]

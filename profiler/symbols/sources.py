@@ -417,7 +417,8 @@ class SymbolSources:
         except ReportError:
             ks = None
         if ks is None or ks.all_zero or not len(ks.kernel):
-            return None, MISSING, f"{note}, and {self.local_kallsyms} hides its addresses: kernel frames show as [unknown]."
+            return (None, MISSING,
+                    f"{note}, and {self.local_kallsyms} hides its addresses: kernel frames show as [unknown].")
         return ks, LOCAL, ""
 
     def _same_release(self) -> bool:

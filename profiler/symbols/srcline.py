@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from profiler.errors import FormatError
 from profiler.format.buildid import is_build_id

@@ -26,7 +26,7 @@ import pytest
 
 from profiler.symbols.dso import clear_symbol_cache
 
-from offline_helpers import profile_rows, record
+from tests.support.offline_helpers import profile_rows, record
 
 pytestmark = [
     pytest.mark.e2e,

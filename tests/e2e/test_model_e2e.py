@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from offline_helpers import record
 from profiler.report.pipeline import load_profile
+from tests.support.offline_helpers import record
 from profiler.report.options import Filters, LoadOptions
 from profiler.symbols.dso import clear_symbol_cache
 from profiler.symbols.srcline import clear_line_tables

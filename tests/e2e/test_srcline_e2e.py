@@ -23,7 +23,7 @@ from profiler.report.offline.archive import archive_capture
 from profiler.symbols.srcline import clear_line_tables
 from profiler.symbols.dso import clear_symbol_cache
 
-from offline_helpers import record
+from tests.support.offline_helpers import record
 
 pytestmark = pytest.mark.e2e
 

@@ -214,7 +214,8 @@ def _read(path: Path, data: bytes | mmap.mmap) -> tuple[
         mode = "file"
         events, clean = _file_mode(path, view, bo, state, warnings)
     else:
-        raise FormatError(f"{path} is a damaged perf.data file (its header claims {hsize} bytes, which no perf writes).")
+        raise FormatError(f"{path} is a damaged perf.data file "
+                          f"(its header claims {hsize} bytes, which no perf writes).")
     finish(state)
     if not events:
         raise FormatError(f"{path} is a perf.data file without events (its attrs are missing or damaged).")

@@ -47,7 +47,7 @@ from profiler.report.unwind_capture import table_sources, unwind_capture
 from profiler.unwind.sources import META_KIND as UNWIND_META
 from profiler.unwind.table import RuleTable
 from profiler.format.bulk import load_capture
-from profiler.format.container import STDOUT, CaptureReader, CaptureWriter
+from profiler.format.container import as_utf8, STDOUT, CaptureReader, CaptureWriter
 from profiler.format.localfile import written_in_place
 from profiler.report.offline.capture_dsos import DsoUse, scan_capture
 from profiler.symbols.debuginfod import DebuginfodClient
@@ -222,7 +222,11 @@ def _add(plan: ArchivePlan, use: DsoUse, payload: dict[str, Any] | None, why: st
     if payload is None:
         plan.not_found.append((use.path, why))
         return
-    size = len(msgpack.packb(payload, use_bin_type=True))
+    try:
+        size = len(msgpack.packb(payload, use_bin_type=True))
+    except UnicodeEncodeError:  # a path that is not UTF-8: packed as the capture writer packs it
+        payload = as_utf8(payload)
+        size = len(msgpack.packb(payload, use_bin_type=True))
     count = int(payload.get("count", 0))
     plan.payloads.append(payload)
     plan.packed.append(PackedDso(use.kind, use.path, payload.get("build_id"), count, size,

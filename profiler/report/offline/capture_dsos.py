@@ -6,7 +6,8 @@ Every sample contributes its ``ip`` and, when recorded, every callchain entry. T
 (perf_event.h: "PERF_CONTEXT_KERNEL ... PERF_CONTEXT_USER" mark where each part of the
 chain starts); an entry before any marker, and a bare ``ip``, take the sample's cpumode
 (``profiler.format.bulk.split_callchains``, the reporter's too). A guest's or the hypervisor's
-addresses belong to no DSO of this machine and are not counted. User addresses are placed in their process's maps at the sample's time (the reporter's
+addresses belong to no DSO of this machine and are not counted. User addresses are placed in
+their process's maps at the sample's time (the reporter's
 ``replay``), giving (DSO, file offset); addresses in no file (anonymous memory, no map)
 belong to the process's JIT map ``/tmp/perf-PID.map``. Kernel addresses go to the kernel,
 split into modules when kernel symbols are known.

@@ -19,7 +19,6 @@ from typing import TextIO
 
 from profiler.report.model import Frame, StackProfile, StackSample, Weight
 from profiler.names import UNKNOWN
-from profiler.names import UNKNOWN
 
 KIND_SUFFIX: dict[str, str] = {"kernel": "_[k]", "jit": "_[j]"}
 

@@ -53,7 +53,7 @@ def write(flats: list[FlatProfile], out: TextIO) -> None:
 
     share_cols = [("Children", True), ("Self", False)] if leader.children else [("Overhead", False)]
     cells = []
-    for key, row in rows:
+    for _key, row in rows:
         first = next(r for r in row if r is not None)
         cells.append([shares(row, children) for _, children in share_cols]
                      + [str(_samples(row[0], leader))] + [cell(first) for _, _, cell in keys])

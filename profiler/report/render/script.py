@@ -113,7 +113,9 @@ def parse_fields(text: str | None, tracepoint: bool, chains: bool = True) -> tup
     if text is None:
         if not tracepoint:
             return None
-        return TRACEPOINT_FIELDS if chains else tuple(f for f in TRACEPOINT_FIELDS if f not in ("ip", "sym", "symoff", "dso"))
+        if chains:
+            return TRACEPOINT_FIELDS
+        return tuple(f for f in TRACEPOINT_FIELDS if f not in ("ip", "sym", "symoff", "dso"))
     names = [p.strip() for p in text.split(",") if p.strip()]
     if not names:
         raise UsageError(f"-F needs fields, a comma-separated list of {', '.join(FIELDS)}.")

@@ -87,6 +87,5 @@ def write(report: PerfReport, out: TextIO, preamble: bool = True) -> None:
         out.write("  " + "  ".join(parts) + "\n")
         if graph is not None:
             weight = flat.rows[i].children_period if flat.children else flat.rows[i].self_period
-            names = graph.names
-            render_tree(out, graph.trees[i], weight, flat.total_period, lambda fid: names[fid][0])
+            render_tree(out, graph.trees[i], weight, flat.total_period, graph.label)
     out.write("\n")
