@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from profiler.arrays import odd_multipliers, ranges
 from profiler.errors import FormatError
 from profiler.format import records as R
 from profiler.format.container import (
@@ -340,30 +341,6 @@ class CaptureData:
     damaged_samples: int = 0
 
 
-def distinct(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """The sorted distinct values of a 1-d array: ``np.unique`` without its first-call import
-    of ``numpy.ma`` (10-70 ms here), by sort and mask."""
-    if len(values) < 2:
-        return np.sort(values)
-    v = np.sort(values)
-    out: npt.NDArray[Any] = v[np.r_[True, v[1:] != v[:-1]]]
-    return out
-
-
-def ranges(starts: I64, lengths: I64) -> I64:
-    """Concatenation of arange(s, s + n) for every (s, n): fully vectorised."""
-    nonzero = lengths > 0
-    s, n = starts[nonzero].astype(np.int64), lengths[nonzero].astype(np.int64)
-    total = int(n.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    steps = np.ones(total, dtype=np.int64)
-    steps[0] = s[0]
-    # at each range start, jump from the previous range's last element to this range's start
-    steps[np.cumsum(n)[:-1]] = s[1:] - (s[:-1] + n[:-1] - 1)
-    return np.cumsum(steps)
-
-
 # --- callchains: addresses and the context each runs in -------------------------------------
 
 # The context of an address that no marker precedes, by the sample's cpumode (header.misc & 7).
@@ -515,21 +492,11 @@ class _Views:
 _MAX_DEPTH = 0x10000  # more entries than any record can hold (size is a u16)
 
 
-def _odd_multipliers(seed: int, n: int) -> U64:
-    """``n`` fixed pseudo-random odd 64-bit numbers (splitmix64 of ``seed``): chain ids must
-    not depend on the run, and numpy.random costs 10 MB and 30 ms to import."""
-    z = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    out: U64 = (z ^ (z >> np.uint64(31))) | np.uint64(1)
-    return out
-
-
 # Two tables of odd 64-bit multipliers, one per position in a chain: a chain's hash is
 # sum(word[p] * K[p]) mod 2**64. Chains differing in one position never collide (K[p] is odd);
 # two independent tables make any other collision a 2**-128 event.
-_KA = _odd_multipliers(0x5EED, _MAX_DEPTH + 1)
-_KB = _odd_multipliers(0xB0B5EED, _MAX_DEPTH + 1)
+_KA = odd_multipliers(0x5EED, _MAX_DEPTH + 1)
+_KB = odd_multipliers(0xB0B5EED, _MAX_DEPTH + 1)
 
 
 class _ChainStore:

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from profiler.arrays import odd_multipliers, ranges, row_ids
 from profiler.errors import ReportError
 from profiler.format.bulk import (
     CHUNK_BYTES,
@@ -45,11 +46,9 @@ from profiler.format.bulk import (
     OtherRecord,
     SampleColumns,
     _ChainStore,
-    _odd_multipliers,
     check_period_total,
     count_types,
     period_total,
-    ranges,
     sample_word,
     samples_have_cpu,
 )
@@ -57,7 +56,6 @@ from profiler.errors import ProfilerError
 from profiler.format import records as R
 from profiler.format.container import CaptureReader, Frame
 from profiler.format.events import EventTable
-from profiler.report.groupby import row_ids
 from profiler.report.options import Filters, time_bounds
 from profiler.report.replay import ReplayState, name_unknown, place_samples, replay_in_order
 
@@ -152,7 +150,7 @@ class Rows:
 
 
 # One fixed odd 64-bit multiplier per key column of Rows: the row hash.
-_KEY_MULTIPLIERS = _odd_multipliers(0xF01D, len(Rows.KEYS))
+_KEY_MULTIPLIERS = odd_multipliers(0xF01D, len(Rows.KEYS))
 
 
 @dataclass

@@ -31,22 +31,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from profiler.arrays import dense_ids, pair_ids, ranges
 from profiler.errors import FormatError, ReportError, UsageError
 from profiler.format.bulk import (
     CONTEXT_KERNEL,
     CaptureData,
     SampleColumns,
     check_period_total,
-    period_total,
     cpumode_context,
     load_capture,
-    ranges,
+    period_total,
     split_callchains,
 )
 from profiler.format.container import CaptureReader
 from profiler.format.events import EventTable
 from profiler.format.tracepoint import TraceFormat
-from profiler.report.groupby import dense_ids, pair_ids
 from profiler.report.groupread import member_samples, reads_group
 from profiler.report.options import Filters, LoadOptions, time_bounds, time_mask  # noqa: F401 (re-exported)
 from profiler.format import perf_data_opener  # noqa: F401  registers: perf.data opens as a capture

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from profiler.format.bulk import CaptureData, ranges
+from profiler.arrays import ranges
+from profiler.format.bulk import CaptureData
 from profiler.format.container import CaptureReader
 from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS
 from profiler.report.replay import replay

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from profiler.arrays import distinct, ranges
 from profiler.format import records as R
-from profiler.format.bulk import CONTEXT_USER, SampleColumns, _ChainStore, distinct, ranges
+from profiler.format.bulk import CONTEXT_USER, SampleColumns, _ChainStore
 from profiler.format.container import CaptureReader
 from profiler.report.maps import DsoTable, MapSnapshot
 from profiler.report.unwind.arch import RA, SP, ArchColumns, columns_for
