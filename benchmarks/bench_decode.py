@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profiler.format import records as R  # noqa: E402
 from profiler.format.attr import attr_to_dict, new_attr  # noqa: E402
-from profiler.format.bulk import load_capture  # noqa: E402
+from profiler.format.decode.decoder import load_capture  # noqa: E402
 from profiler.format.container import CaptureReader, CaptureWriter  # noqa: E402
 from profiler.format.header import make_header  # noqa: E402
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from profiler.format import records as R
 from profiler.format.attr import FLAG_BITS
-from profiler.format.bulk import load_capture
+from profiler.format.decode.decoder import load_capture
 from profiler.format.container import NO_CPU, CaptureReader
 
 SAMPLE_BIT_NAMES: tuple[tuple[int, str], ...] = tuple(

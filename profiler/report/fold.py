@@ -39,19 +39,17 @@ import numpy.typing as npt
 
 from profiler.arrays import odd_multipliers, ranges, row_ids
 from profiler.errors import ReportError
-from profiler.format.bulk import (
+from profiler.format.decode.chains import ChainStore
+from profiler.format.decode.columns import ChainTable, OtherRecord, SampleColumns
+from profiler.format.decode.decoder import (
     CHUNK_BYTES,
-    ChainTable,
     ChunkDecoder,
-    OtherRecord,
-    SampleColumns,
-    _ChainStore,
     check_period_total,
     count_types,
     period_total,
-    sample_word,
     samples_have_cpu,
 )
+from profiler.format.decode.samples import sample_word
 from profiler.errors import ProfilerError
 from profiler.format import records as R
 from profiler.format.container import CaptureReader, Frame
@@ -201,7 +199,7 @@ class _ChunkResult:
     damaged: int
     has: frozenset[str]
     first_time: int
-    period_total: float  # of the chunk's samples, summed without wrapping (bulk.check_period_total)
+    period_total: float  # of the chunk's samples, summed without wrapping (decoder.check_period_total)
 
 
 def fold_supported(header: dict[str, Any], filters: Filters) -> bool:
@@ -432,7 +430,7 @@ def _serve(task: Callable[[int], Any], indices: range, write_fd: int, parent: in
 
 
 def _run(plan: _Plan, jobs: int) -> Folded:
-    merged = _Merge(plan, _ChainStore())
+    merged = _Merge(plan, ChainStore())
     for result in _map(lambda k: _fold_chunk(plan, k), len(plan.chunks), jobs):
         merged.add(result)
     return merged.result()
@@ -442,7 +440,7 @@ class _Merge:
     """Chunk results merged in chunk order: chains renumbered into one table, rows folded
     whenever they have doubled since the last fold."""
 
-    def __init__(self, plan: _Plan, store: _ChainStore) -> None:
+    def __init__(self, plan: _Plan, store: ChainStore) -> None:
         self.plan = plan
         self.store = store
         self.parts: list[Rows] = []

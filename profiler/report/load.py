@@ -2,7 +2,7 @@
 
 Steps (each a few numpy calls over all samples, never a Python loop per sample):
 
-1. decode the capture columnar (``profiler.format.bulk``);
+1. decode the capture columnar (``profiler.format.decode``);
 2. replay the non-sample records: every sample gets its process's map generation and its
    thread's comm (``replay``);
 3. keep the samples the filters select (event, comm, pid, tid, cpu, time);
@@ -33,16 +33,9 @@ import numpy.typing as npt
 
 from profiler.arrays import dense_ids, pair_ids, ranges
 from profiler.errors import FormatError, ReportError, UsageError
-from profiler.format.bulk import (
-    CONTEXT_KERNEL,
-    CaptureData,
-    SampleColumns,
-    check_period_total,
-    cpumode_context,
-    load_capture,
-    period_total,
-    split_callchains,
-)
+from profiler.format.decode.chains import CONTEXT_KERNEL, cpumode_context, split_callchains
+from profiler.format.decode.columns import CaptureData, SampleColumns
+from profiler.format.decode.decoder import check_period_total, load_capture, period_total
 from profiler.format.container import CaptureReader
 from profiler.format.events import EventTable
 from profiler.format.tracepoint import TraceFormat

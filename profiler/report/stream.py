@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format.bulk import ChainTable, SampleColumns, _ChainStore
+from profiler.format.decode.chains import ChainStore
+from profiler.format.decode.columns import ChainTable, SampleColumns
 from profiler.report.fold import Prepared, kept_samples, prepare, sample_positions, sample_time_word
 from profiler.report.groupread import reads_group
 from profiler.report.load import (
@@ -135,7 +136,7 @@ def _windows(options: LoadOptions, capture: OpenedCapture, events: list[int], pr
         suffix[k] = first if later is None else (later if first is None else min(first, later))
     empty = np.zeros(0, dtype=np.int64)
     resolver = _resolver(reader, ReplayResult(state, empty, empty, state.comm_names), options)
-    store = _ChainStore()
+    store = ChainStore()
     held = _Held()
     has: set[str] = set()
     wanted = np.asarray(events, dtype=np.int64)

@@ -60,7 +60,7 @@ FORBIDDEN = {"format": {"record", "report", "commands"}, "record": {"report"}, "
 
 def test_the_graph_sees_known_edges() -> None:
     graph = import_graph()  # guards the checker itself: it must see real imports
-    assert "profiler.format.records" in graph["profiler.format.bulk"]
+    assert "profiler.format.records" in graph["profiler.format.decode.samples"]
     assert "profiler.report.symbols.elf" in graph["profiler.report.symbols.dso"]
     assert "profiler.report.stacks" in graph["profiler.commands.flamegraph"]
 

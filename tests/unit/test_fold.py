@@ -168,7 +168,7 @@ def test_samples_that_name_no_cpu_get_none(
 
 
 def test_folding_splits_a_random_capture_into_many_chunks(tmp_path: Path) -> None:
-    from profiler.format.bulk import ChunkDecoder
+    from profiler.format.decode.decoder import ChunkDecoder
     from profiler.format.container import CaptureReader
 
     reader = CaptureReader.open(random_capture(tmp_path / "r.prof", 4))

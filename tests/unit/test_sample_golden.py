@@ -15,7 +15,7 @@ from capture_factory import make_test_header
 
 from profiler.format import records as R
 from profiler.format.attr import attr_to_dict, new_attr
-from profiler.format.bulk import load_capture
+from profiler.format.decode.decoder import load_capture
 from profiler.format.container import CaptureReader, CaptureWriter
 
 ALL_BITS = (

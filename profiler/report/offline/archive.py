@@ -46,7 +46,7 @@ from profiler.errors import FormatError, ProfilerError, UsageError
 from profiler.report.unwind.capture import table_sources, unwind_capture
 from profiler.report.unwind.sources import META_KIND as UNWIND_META
 from profiler.report.unwind.table import RuleTable
-from profiler.format.bulk import load_capture
+from profiler.format.decode.decoder import load_capture
 from profiler.format.container import STDOUT, CaptureReader, CaptureWriter
 from profiler.format.localfile import written_in_place
 from profiler.report.offline.capture_dsos import DsoUse, scan_capture

@@ -31,7 +31,7 @@ import numpy as np
 
 from profiler import __version__
 from profiler.errors import ReportError
-from profiler.format.bulk import period_total
+from profiler.format.decode.decoder import period_total
 from profiler.report.model import period_is_nanoseconds
 
 if TYPE_CHECKING:

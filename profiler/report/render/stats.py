@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from profiler.format.bulk import CaptureData
+from profiler.format.decode.columns import CaptureData
 from profiler.format.container import CaptureReader
 
 

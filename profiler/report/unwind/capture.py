@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from profiler.arrays import ranges
-from profiler.format.bulk import CaptureData
+from profiler.format.decode.columns import CaptureData
 from profiler.format.container import CaptureReader
 from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS
 from profiler.report.replay import replay

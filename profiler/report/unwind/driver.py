@@ -19,7 +19,8 @@ import numpy.typing as npt
 
 from profiler.arrays import distinct, ranges
 from profiler.format import records as R
-from profiler.format.bulk import CONTEXT_USER, SampleColumns, _ChainStore
+from profiler.format.decode.chains import CONTEXT_USER, ChainStore
+from profiler.format.decode.columns import SampleColumns
 from profiler.format.container import CaptureReader
 from profiler.report.maps import DsoTable, MapSnapshot
 from profiler.report.unwind.arch import RA, SP, ArchColumns, columns_for
@@ -374,7 +375,7 @@ def chains_with_user_frames(s: SampleColumns, res: UnwindResult) -> tuple[npt.ND
     marker_at = start[:-1][has_user] + klen_keep[has_user]
     words[marker_at] = CONTEXT_USER
     words[ranges(marker_at + 1, ulen[has_user])] = res.pcs[ranges(res.start[:-1][has_user], ulen[has_user])]
-    store = _ChainStore()
+    store = ChainStore()
     ids = store.add(words, start[:-1], total)
     return ids, store.table()
 
