@@ -11,7 +11,7 @@ import click
 from profiler.commands._common import input_option, warn
 from profiler.commands._profile_opts import parse_symbol_options, symbol_options
 from profiler.format.decode.decoder import load_capture
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 from profiler.report.offline.capture_dsos import build_id_rows, render_build_ids, rows_to_json, scan_capture
 from profiler.report.symbols.debuginfod import DebuginfodClient
 from profiler.report.symbols.chain import KIND_ELF, SymbolSources

@@ -52,7 +52,8 @@ from profiler.format.decode.decoder import (
 from profiler.format.decode.samples import sample_word
 from profiler.errors import ProfilerError
 from profiler.format import records as R
-from profiler.format.container import CaptureReader, Frame
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.scan import FileFrame
 from profiler.format.events import EventTable
 from profiler.report.options import Filters, time_bounds
 from profiler.report.replay import ReplayState, name_unknown, place_samples, replay_in_order
@@ -181,7 +182,7 @@ class _Plan:
     """What every chunk's fold needs (inherited by the worker processes)."""
 
     decoder: ChunkDecoder
-    chunks: list[tuple[list[Frame], int]]  # frames, file position of the first record
+    chunks: list[tuple[list[FileFrame], int]]  # frames, file position of the first record
     state: ReplayState
     other_time: U64  # the replayed records' (time, file position), in replay order
     other_seq: I64
@@ -236,7 +237,7 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     counts: Counter[str] = Counter()
     others: list[OtherRecord] = []
     failed = 0
-    chunks: list[tuple[list[Frame], int]] = []
+    chunks: list[tuple[list[FileFrame], int]] = []
     chunk_times: list[tuple[int, int]] = []
     seq0 = 0
     for frames, scan in zip(frame_chunks, _map(lambda k: _scan_chunk(decoder, frame_chunks[k], time_word),
@@ -335,7 +336,7 @@ class _Scan:
     times: tuple[int, int]  # its samples' earliest and latest time; (-1, -1) without (or unknown)
 
 
-def _scan_chunk(decoder: ChunkDecoder, frames: list[Frame], time_word: int | None) -> _Scan:
+def _scan_chunk(decoder: ChunkDecoder, frames: list[FileFrame], time_word: int | None) -> _Scan:
     warnings: list[str] = []
     chunk = decoder.records(frames, 0, warnings)
     counts: Counter[str] = Counter()

@@ -36,7 +36,7 @@ from profiler.errors import FormatError, ReportError, UsageError
 from profiler.format.decode.chains import CONTEXT_KERNEL, cpumode_context, split_callchains
 from profiler.format.decode.columns import CaptureData, SampleColumns
 from profiler.format.decode.decoder import check_period_total, load_capture, period_total
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 from profiler.format.events import EventTable
 from profiler.format.tracepoint import TraceFormat
 from profiler.report.groupread import member_samples, reads_group

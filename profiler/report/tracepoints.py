@@ -27,7 +27,8 @@ from profiler.errors import UsageError
 from profiler.format import records as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT
 from profiler.format.decode.views import RecordViews
-from profiler.format.container import FRAME_RAW, FRAME_SYNTH, CaptureReader
+from profiler.format.container.layout import FRAME_RAW, FRAME_SYNTH
+from profiler.format.container.reader import CaptureReader
 from profiler.format.events import EventTable
 from profiler.format.tracepoint import TraceFormat, Value, formats_from_meta
 

@@ -24,7 +24,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from profiler.format import records as R
-from profiler.format.container import FRAME_RAW, CaptureReader
+from profiler.format.container.layout import FRAME_RAW
+from profiler.format.container.reader import CaptureReader
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("require_perf")]
 

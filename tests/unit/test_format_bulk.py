@@ -17,7 +17,8 @@ from profiler.format.decode import decoder, views
 from profiler.format.decode.chains import cpumode_context, split_callchains
 from profiler.format.decode.columns import SampleColumns
 from profiler.format.decode.decoder import load_capture
-from profiler.format.container import CaptureReader, CaptureWriter
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 from profiler.format.summary import summarize
 
 

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from profiler.cli import cli
-from profiler.format.container import FRAME_RAW, CaptureReader
+from profiler.format.container.layout import FRAME_RAW
+from profiler.format.container.reader import CaptureReader
 
 CAPTURE = Path(__file__).resolve().parents[2] / "fixtures" / "captures" / "format-2.0.prof"
 

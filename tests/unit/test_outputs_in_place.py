@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 from profiler.format.localfile import written_in_place
 
 CAPTURE = Path(__file__).resolve().parents[2] / "fixtures" / "captures" / "small.prof"

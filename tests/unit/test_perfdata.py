@@ -35,7 +35,8 @@ from report_capture import comm, kaddr, kallsyms_text, kernel_sample, mmap2, use
 from profiler.errors import FormatError, ProfilerError
 from profiler.format import records as R
 from profiler.format.decode.decoder import load_capture
-from profiler.format.container import CaptureReader, CaptureWriter
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 from profiler.format.perfdata import PerfDataReader
 from profiler.format.perfdata import walk as W
 from profiler.format.perfdata.convert import write_capture

@@ -23,7 +23,7 @@ from profiler.report.symbols.chain import (
     rebuilt_layout,
 )
 from profiler.report.symbols.dso import clear_symbol_cache
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 
 from offline_factory import KALLSYMS, write_capture
 

@@ -28,15 +28,9 @@ import numpy.typing as npt
 
 from profiler.errors import FormatError
 from profiler.format import records as R
-from profiler.format.container import (
-    FRAME_HEADER_SIZE,
-    FRAME_RAW,
-    FRAME_SYNTH,
-    NO_CPU,
-    VERSION_FRAME_CPU,
-    CaptureReader,
-    Frame,
-)
+from profiler.format.container.layout import FRAME_HEADER_SIZE, FRAME_RAW, FRAME_SYNTH, NO_CPU, VERSION_FRAME_CPU
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.scan import FileFrame
 from profiler.format.decode.columns import CaptureData, OtherRecord, SampleColumns
 from profiler.format.decode.samples import SampleBuilder
 from profiler.format.decode.views import RecordViews
@@ -62,8 +56,8 @@ def check_period_total(total: float) -> None:
         raise FormatError("the samples' periods add up to 2^64 or more: the capture's PERIOD fields are damaged.")
 
 
-def _chunks(frames: list[Frame], chunk_bytes: int = CHUNK_BYTES) -> Iterator[list[Frame]]:
-    batch: list[Frame] = []
+def _chunks(frames: list[FileFrame], chunk_bytes: int = CHUNK_BYTES) -> Iterator[list[FileFrame]]:
+    batch: list[FileFrame] = []
     size = 0
     for frame in frames:
         batch.append(frame)
@@ -131,7 +125,7 @@ class RecordChunk:
     """Consecutive frames of a capture with their records' file offsets, types and sizes;
     ``seq0`` is the file-order number of the first record (see ``SampleColumns.seq``)."""
 
-    frames: list[Frame]
+    frames: list[FileFrame]
     offsets: I64
     cpus: I64
     types: I64
@@ -155,11 +149,11 @@ class ChunkDecoder:
         self.frames = [f for f in reader.iter_frames() if f.kind in (FRAME_RAW, FRAME_SYNTH) and len(f.payload)]
         self.chunk_bytes = chunk_bytes
 
-    def plan(self) -> list[list[Frame]]:
+    def plan(self) -> list[list[FileFrame]]:
         """The frames, grouped into chunks of about ``chunk_bytes``."""
         return list(_chunks(self.frames, self.chunk_bytes))
 
-    def records(self, frames: list[Frame], seq0: int, warnings: list[str]) -> RecordChunk:
+    def records(self, frames: list[FileFrame], seq0: int, warnings: list[str]) -> RecordChunk:
         parts = [self.views.record_offsets(frame, warnings) for frame in frames]
         offsets = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         cpus = np.repeat(np.asarray([f.cpu for f in frames], dtype=np.int64), [len(p) for p in parts])
@@ -184,7 +178,7 @@ class ChunkDecoder:
         return _decode_others(self.views, self.events, chunk.offsets, chunk.sizes, chunk.types, chunk.cpus,
                               chunk.seq, idx, out)
 
-    def release(self, frames: list[Frame]) -> None:
+    def release(self, frames: list[FileFrame]) -> None:
         _release(self.reader, frames)
 
 
@@ -231,7 +225,7 @@ def count_types(types: I64, counts: Counter[str]) -> None:
             counts[R.record_name(t) if t < 255 else "OTHER"] += int(c)
 
 
-def _release(reader: CaptureReader, chunk: list[Frame]) -> None:
+def _release(reader: CaptureReader, chunk: list[FileFrame]) -> None:
     first, last = chunk[0], chunk[-1]
     reader.release(first.offset, last.offset + FRAME_HEADER_SIZE + len(last.payload) - first.offset)
 

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from profiler.arrays import ranges
 from profiler.format import records as R
-from profiler.format.container import NO_CPU
+from profiler.format.container.layout import NO_CPU
 from profiler.format.decode.chains import ChainStore
 from profiler.format.decode.columns import (
     BranchColumns,

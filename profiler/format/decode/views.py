@@ -9,7 +9,9 @@ import sys
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format.container import FRAME_HEADER_SIZE, CaptureReader, Frame
+from profiler.format.container.layout import FRAME_HEADER_SIZE
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.scan import FileFrame
 
 I64 = npt.NDArray[np.int64]
 
@@ -53,7 +55,7 @@ class RecordViews:
         self.w32 = np.frombuffer(view, dtype=bo + "u4", count=size // 4)
         self.w16 = np.frombuffer(view, dtype=bo + "u2", count=size // 2)
 
-    def record_offsets(self, frame: Frame, warnings: list[str]) -> I64:
+    def record_offsets(self, frame: FileFrame, warnings: list[str]) -> I64:
         """File offsets of the records of one frame.
 
         Fast path: every word whose header ``size`` field could be a record size is a candidate

@@ -47,7 +47,9 @@ from profiler.report.unwind.capture import table_sources, unwind_capture
 from profiler.report.unwind.sources import META_KIND as UNWIND_META
 from profiler.report.unwind.table import RuleTable
 from profiler.format.decode.decoder import load_capture
-from profiler.format.container import STDOUT, CaptureReader, CaptureWriter
+from profiler.format.container.layout import STDOUT
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 from profiler.format.localfile import written_in_place
 from profiler.report.offline.capture_dsos import DsoUse, scan_capture
 from profiler.report.symbols.debuginfod import DebuginfodClient

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from profiler.format.decode.chains import CONTEXT_KERNEL, CONTEXT_USER, cpumode_context, split_callchains
 from profiler.format.decode.columns import CaptureData, SampleColumns
 from profiler.format.decode.decoder import load_capture
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols
 from profiler.report.maps import Dso
 from profiler.report.symbols.perfmap import perf_map_path

@@ -51,7 +51,7 @@ from typing import Any
 
 from profiler.errors import FormatError, ReportError
 from profiler.format.buildid import is_build_id, kernel_build_id
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 from profiler.format.localfile import contained, open_regular
 from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
 from profiler.report.symbols.debuginfod import DebuginfodClient

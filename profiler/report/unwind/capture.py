@@ -11,7 +11,7 @@ import numpy as np
 
 from profiler.arrays import ranges
 from profiler.format.decode.columns import CaptureData
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 from profiler.report.symbols.debugfile import DEFAULT_DEBUG_DIRS
 from profiler.report.replay import replay
 from profiler.report.unwind.arch import columns_for

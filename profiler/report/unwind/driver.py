@@ -21,7 +21,7 @@ from profiler.arrays import distinct, ranges
 from profiler.format import records as R
 from profiler.format.decode.chains import CONTEXT_USER, ChainStore
 from profiler.format.decode.columns import SampleColumns
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 from profiler.report.maps import DsoTable, MapSnapshot
 from profiler.report.unwind.arch import RA, SP, ArchColumns, columns_for
 from profiler.report.unwind.sources import VDSO, TableSources
