@@ -59,21 +59,33 @@ def zstd_compress(data: bytes | memoryview) -> bytes:
 _COMPRESSOR: Any = None
 
 
-def zstd_decompress(data: memoryview) -> bytes:
-    """One compressed raw frame inflated (at most ``MAX_FRAME_SIZE``). One decompressor serves
-    every frame, as one compressor does: a capture has hundreds of frames."""
+def zstd_decompress(data: memoryview, limit: int = MAX_FRAME_SIZE) -> bytes | None:
+    """One compressed raw frame inflated, or None when it would inflate past ``limit`` bytes
+    (at most ``MAX_FRAME_SIZE``): a frame that declares its size (the writer's always do) is
+    never inflated past it, and no more than its size is ever allocated. One decompressor
+    serves every frame, as one compressor does: a capture has hundreds of frames."""
     global _DECOMPRESSOR
     zstandard = _zstd()
+    limit = max(0, min(limit, MAX_FRAME_SIZE))
     try:
-        params = zstandard.get_frame_parameters(data)
-        if params.content_size > MAX_FRAME_SIZE:
-            raise FormatError("a compressed raw frame inflates past the format's limit.")
+        declared = zstandard.get_frame_parameters(data).content_size
         if _DECOMPRESSOR is None:
             _DECOMPRESSOR = zstandard.ZstdDecompressor()
-        out: bytes = _DECOMPRESSOR.decompress(data, max_output_size=MAX_FRAME_SIZE)
+        if declared != zstandard.CONTENTSIZE_UNKNOWN:
+            if declared > limit:
+                return None
+            out: bytes = _DECOMPRESSOR.decompress(data)
+            return out
+        chunks: list[bytes] = []  # no size declared: inflated a MiB at a time, up to the limit
+        total = 0
+        for chunk in _DECOMPRESSOR.read_to_iter(data, write_size=1 << 20):
+            total += len(chunk)
+            if total > limit:
+                return None
+            chunks.append(chunk)
     except zstandard.ZstdError as exc:
         raise FormatError(f"a compressed raw frame is damaged ({exc}).") from None
-    return out
+    return b"".join(chunks)
 
 
 _DECOMPRESSOR: Any = None

@@ -121,7 +121,7 @@ class CaptureReader:
     def _expand(self, scan: ScanResult) -> None:
         """Read everything from an image of the capture whose RAW_ZSTD frames are inflated
         (:func:`~profiler.format.container.inflate.expand_raw_frames`)."""
-        data, frames = expand_raw_frames(self._view, self._frames_start, scan.frames, self.inflated)
+        data, frames = expand_raw_frames(self._view, self._frames_start, scan.frames, self.inflated, scan.warnings)
         self._view.release()
         if isinstance(self._data, mmap.mmap):
             try:
