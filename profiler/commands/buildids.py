@@ -10,8 +10,8 @@ import click
 
 from profiler.commands._common import input_option, warn
 from profiler.commands._profile_opts import parse_symbol_options, symbol_options
-from profiler.format.bulk import load_capture
-from profiler.format.container import CaptureReader
+from profiler.format.decode.decoder import load_capture
+from profiler.format.container.reader import CaptureReader
 from profiler.report.offline.capture_dsos import build_id_rows, render_build_ids, rows_to_json, scan_capture
 from profiler.symbols.debuginfod import DebuginfodClient
 from profiler.report.capture import metadata_of

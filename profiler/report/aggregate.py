@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format.bulk import ranges
+from profiler.arrays import ranges
 from profiler.report.profile import Profile
 
 I64 = npt.NDArray[np.int64]

@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format.bulk import CaptureData, SampleColumns, check_period_total, period_total
+from profiler.format.decode.columns import CaptureData, SampleColumns
+from profiler.format.decode.decoder import check_period_total, period_total
 from profiler.report.assemble import (
     Counts,
     NoSamples,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format.bulk import SampleColumns
+from profiler.format.decode.columns import SampleColumns
 from profiler.format.events import EventTable
 from profiler.format.tracepoint import TraceFormat
 from profiler.report.model import (

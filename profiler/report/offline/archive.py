@@ -46,8 +46,11 @@ from profiler.errors import FormatError, ProfilerError, UsageError
 from profiler.report.unwind_capture import table_sources, unwind_capture
 from profiler.unwind.sources import META_KIND as UNWIND_META
 from profiler.unwind.table import RuleTable
-from profiler.format.bulk import load_capture
-from profiler.format.container import as_utf8, STDOUT, CaptureReader, CaptureWriter
+from profiler.format.decode.decoder import load_capture
+from profiler.format.container.codec import as_utf8
+from profiler.format.container.layout import STDOUT
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 from profiler.format.localfile import written_in_place
 from profiler.report.offline.capture_dsos import DsoUse, scan_capture
 from profiler.symbols.debuginfod import DebuginfodClient
