@@ -87,6 +87,12 @@ class Capture:
     def close(self) -> None:
         self.reader.close()
 
+    def __enter__(self) -> Capture:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def decode_whole(path: str, reader: CaptureReader, callchains: bool = True) -> CaptureData:
     """Every record of the capture decoded into columns; damage the decoder cannot step over
