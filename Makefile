@@ -1,6 +1,8 @@
 # profiler — the two commands a newcomer needs:
 #   make demo   install into .venv, build the bundled workload, record it, report it, write a flame graph
-#   make test   install into .venv and run the whole test suite
+#   make test   install into .venv and run the whole test suite (and `make lint`)
+# and for the edit-test loop:
+#   make check  unit tests without the slow ones, ruff and mypy: no privileges, no system packages
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -13,7 +15,7 @@ STAMP  := $(VENV)/.installed
 # COUNT mutations; failures saved under out/fuzz-failures). The suite runs a short fixed-seed one.
 COUNT ?= 20000
 
-.PHONY: fuzz demo test venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-lost bench-debuginfod bench-scale clean
+.PHONY: fuzz demo test check venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-lost bench-debuginfod bench-scale clean
 
 venv: $(STAMP)
 
@@ -73,8 +75,20 @@ demo: venv fixtures
 	@echo
 	@echo "flame graph: $(CURDIR)/$(OUT)/demo-flamegraph.html (open it in any browser, offline)"
 
-test: venv browser-deps debuginfod-deps go-deps
+test: venv browser-deps debuginfod-deps go-deps lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The unit tests minus those marked slow (fuzzing, property tests, worker processes; `make test`
+# runs them), then ruff and mypy. Needs neither perf events nor Debian packages: only the venv
+# (and gcc and make, which build the fixture binaries).
+check: venv
+	$(PY) -m pytest -q -m "not slow" tests/unit $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory lint
+
+# ruff (its rules are in pyproject.toml) and mypy --strict on the package.
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m mypy profiler
 
 fuzz: venv
 	$(PY) tests/fuzz/capture_fuzz.py --count $(COUNT)

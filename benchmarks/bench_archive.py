@@ -46,7 +46,8 @@ def main() -> None:
                        stderr=subprocess.DEVNULL)
         perf_size = (work / "perf.data.tar.bz2").stat().st_size
         print(f"perf archive (perf.data.tar.bz2):   {perf_size} bytes")
-        print(f"ratio perf / ours: sampled {perf_size / max(sampled, 1):.0f}x, all symbols {perf_size / max(whole, 1):.1f}x")
+        print(f"ratio perf / ours: sampled {perf_size / max(sampled, 1):.0f}x, "
+              f"all symbols {perf_size / max(whole, 1):.1f}x")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Benchmark: demangling libstdc++'s exported names with LLVM's demanglers (pycxxfilt).
 
-Times ``profiler.report.demangle.demangle`` (uncached) over every ``_Z`` name in
+Times ``profiler.symbols.demangle.demangle`` (uncached) over every ``_Z`` name in
 libstdc++'s ``.dynsym`` and GNU ``c++filt`` (one process over all names, what perf's
 ``--demangle`` costs through binutils is of this order), and counts the names whose output
-differs beyond the documented style differences (see tests/unit/test_demangle.py).
+differs beyond the documented style differences (see tests/unit/symbols/test_demangle.py).
 
 Usage: python benchmarks/bench_demangle.py
 """
@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from profiler.report.symbols.demangle import demangle
-from profiler.report.symbols.elf import ElfFile
+from profiler.symbols.demangle import demangle
+from profiler.symbols.elf import ElfFile
 
 LIB = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
 

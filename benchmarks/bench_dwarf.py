@@ -68,12 +68,13 @@ def unwind_only(capture: Path, cache: Path) -> tuple[int, float]:
     decoding and replay are done first and not counted."""
     os.environ["PROFILER_CACHE_DIR"] = str(cache)
     sys.path.insert(0, str(ROOT))
-    from profiler.report.load import open_capture
+    from profiler.report.capture import Capture
     from profiler.report.replay import replay
-    from profiler.report.unwind.capture import table_sources
-    from profiler.report.unwind.driver import unwind_event_samples
+    from profiler.report.unwind_capture import table_sources
+    from profiler.report.unwind_samples import unwind_event_samples
 
-    reader, data = open_capture(str(capture))
+    opened = Capture(str(capture))
+    reader, data = opened.reader, opened.data
     s = data.samples
     rep = replay(data.others, data.others_before, s.pid, s.tid, reader.build_ids())
     sources = table_sources(reader)
@@ -206,12 +207,15 @@ def main() -> None:
         ("lost samples (4 kHz, 2 busy CPUs)", f"{lost_ours}", f"{lost_perf}", "", "ours 0"),
         ("capture bytes per sample", f"{bps_ours:.0f}", f"{bps_perf:.0f}", f"{bps_ours / bps_perf:.3f}", "<= 0.3"),
         ("report samples/s (CFI cache cold)", f"{sps_cold:.0f}", f"{sps_perf:.0f}", f"{sps_cold / sps_perf:.1f}", ""),
-        ("report samples/s (CFI cache warm)", f"{sps_warm:.0f}", f"{sps_perf:.0f}", f"{sps_warm / sps_perf:.1f}", ">= 10"),
+        ("report samples/s (CFI cache warm)", f"{sps_warm:.0f}", f"{sps_perf:.0f}", f"{sps_warm / sps_perf:.1f}",
+         ">= 10"),
         ("unwinding alone, samples/s", f"{n_unwound / t_unwind:.0f}", f"{sps_perf:.0f}",
          f"{n_unwound / t_unwind / sps_perf:.1f}", ">= 10 (perf: whole report)"),
-        ("report peak RSS (MiB)", f"{rss_ours / 1024:.0f}", f"{rss_perf / 1024:.0f}", f"{rss_ours / max(1, rss_perf):.2f}", "<= 0.5"),
+        ("report peak RSS (MiB)", f"{rss_ours / 1024:.0f}", f"{rss_perf / 1024:.0f}",
+         f"{rss_ours / max(1, rss_perf):.2f}", "<= 0.5"),
         ("complete stacks, xz -9", f"{100 * c_ours:.1f}%", f"{100 * c_perf:.1f}%", "", "ours >= perf"),
-        ("frameless leaf shows its caller", f"{100 * leaf_ours:.1f}% of {k_ours}", f"{100 * leaf_perf:.1f}% of {k_perf}", "", ">= 99%"),
+        ("frameless leaf shows its caller", f"{100 * leaf_ours:.1f}% of {k_ours}",
+         f"{100 * leaf_perf:.1f}% of {k_perf}", "", ">= 99%"),
     ]
     for name, a, b, r, t in rows:
         print(f"{name:38s} {a:>14s} {b:>14s} {r:>8s}  {t}")

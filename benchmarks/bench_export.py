@@ -22,7 +22,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
 from bench_decode import write_capture  # noqa: E402
 
@@ -35,8 +34,8 @@ from profiler.format.container.reader import CaptureReader  # noqa: E402
 
 def write_perf_data(capture: Path, out: Path) -> None:
     """The capture's events and records as a file-mode perf.data (perf.data-file-format.txt),
-    with the feature sections perf's tools expect (tests/unit/perfdata_factory.py)."""
-    from perfdata_factory import PerfEvent, PerfFile, file_mode, pstring, standard_features
+    with the feature sections perf's tools expect (tests/support/perfdata_factory.py)."""
+    from tests.support.perfdata_factory import PerfEvent, PerfFile, file_mode, pstring, standard_features
 
     reader = CaptureReader.open(capture)
     ev = reader.header["events"][0]
@@ -77,7 +76,8 @@ def main() -> None:
             cap, pdata = Path(tmp) / f"c{n}.prof", Path(tmp) / f"p{n}.data"
             write_capture(cap, n)
             write_perf_data(cap, pdata)
-            print(f"\n{n} samples: capture {cap.stat().st_size / 1e6:.0f} MB, perf.data {pdata.stat().st_size / 1e6:.0f} MB")
+            print(f"\n{n} samples: capture {cap.stat().st_size / 1e6:.0f} MB, "
+                  f"perf.data {pdata.stat().st_size / 1e6:.0f} MB")
             rows = []
             for fmt in ("pprof", "firefox", "folded"):
                 out = Path(tmp) / f"out.{fmt}"

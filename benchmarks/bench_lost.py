@@ -74,7 +74,8 @@ def main() -> int:
     print(f"workload: shares {args.scale} on {ncpu} CPUs, record {' '.join(opts)}, {args.runs} alternating runs")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min)")
     print(f"perf: {perf or 'not installed'}\n")
-    print(f"{'run':<6}{'ours written':>14}{'ours lost':>11}{'ours %':>9}{'perf written':>15}{'perf lost':>11}{'perf %':>9}")
+    print(f"{'run':<6}{'ours written':>14}{'ours lost':>11}{'ours %':>9}"
+          f"{'perf written':>15}{'perf lost':>11}{'perf %':>9}")
     for i, (w, lost) in enumerate(ours):
         pw, pl = theirs[i] if theirs else (0, 0)
         perf_cols = f"{pw:>15}{pl:>11}{lost_share(pw, pl):>9.1f}" if theirs else f"{'-':>15}{'-':>11}{'-':>9}"

@@ -99,9 +99,9 @@ def time_fde_parsers() -> None:
 
     from elftools.elf.elffile import ELFFile
 
-    from profiler.report.symbols.ehframe import walk_eh_frame
-    from profiler.report.symbols.elf import ElfFile
-    from profiler.report.symbols.unnamed import fde_bounds
+    from profiler.symbols.ehframe import walk_eh_frame
+    from profiler.symbols.elf import ElfFile
+    from profiler.symbols.unnamed import fde_bounds
 
     print(f"{'FDE bounds of':<42} {'FDEs':>6} {'hdr+numpy':>10} {'walk':>8} {'pyelftools':>11}")
     for path in ("/usr/bin/python3.11", "/usr/lib/x86_64-linux-gnu/libc.so.6"):

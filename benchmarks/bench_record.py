@@ -46,7 +46,8 @@ def our_stats(path: Path) -> dict[str, int]:
             "raw_bytes": int(stats.get("raw_bytes", 0))}
 
 
-def measure_workload(perf: str | None, shares: Path, scale: str, ncpu: str, runs: int, tmp: Path) -> dict[str, list[float]]:
+def measure_workload(perf: str | None, shares: Path, scale: str, ncpu: str, runs: int,
+                     tmp: Path) -> dict[str, list[float]]:
     res: dict[str, list[float]] = {k: [] for k in (
         "base_cpu", "ours_target", "perf_target", "ours_rec", "perf_rec", "ours_bps", "perf_bps",
         "ours_raw_bps", "ours_samples", "perf_samples")}
@@ -119,10 +120,12 @@ def main() -> int:
     print(f"workload: shares {args.scale} on {ncpu} CPUs, -F 4000 -g, {args.runs} alternating runs, medians")
     print(f"perf: {perf or 'not installed (ratio columns skipped)'}\n")
     rows = [
-        ("target CPU s (unprofiled %.3f)" % m["base_cpu"], m["ours_target"], m["perf_target"] if perf else None, "<= 1.00"),
+        ("target CPU s (unprofiled %.3f)" % m["base_cpu"], m["ours_target"], m["perf_target"] if perf else None,
+         "<= 1.00"),
         ("recorder CPU s", m["ours_rec"], m["perf_rec"] if perf else None, "<= 0.50"),
         ("record -- true, wall s", median(ss_ours), median(ss_perf) if perf else None, "<= 0.30"),
-        ("lost samples @20 kHz, default -m", float(lost_ours), float(lost_perf) if lost_perf is not None else None, "ours 0"),
+        ("lost samples @20 kHz, default -m", float(lost_ours), float(lost_perf) if lost_perf is not None else None,
+         "ours 0"),
         ("bytes/sample, whole file", m["ours_bps"], m["perf_bps"] if perf else None, "<= 1.00"),
         ("bytes/sample, sample stream", m["ours_raw_bps"], m["perf_bps"] if perf else None, "<= 1.00"),
         ("samples", m["ours_samples"], m["perf_samples"] if perf else None, ""),

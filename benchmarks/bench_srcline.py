@@ -59,7 +59,8 @@ def main() -> None:
     p_wall, p_rss = timed(perf_cmd, args.runs)
     o_norm = o_wall * (n_theirs / n_ours) if n_ours and n_theirs else o_wall
     print(f"perf report --sort srcline:     {p_wall:7.2f} s  {p_rss / 1024:6.0f} MB")
-    print(f"profiler report --sort srcline: {o_wall:7.2f} s  {o_rss / 1024:6.0f} MB (first run, cold cache: {cold:.2f} s)")
+    print(f"profiler report --sort srcline: {o_wall:7.2f} s  {o_rss / 1024:6.0f} MB "
+          f"(first run, cold cache: {cold:.2f} s)")
     print(f"ratio ours/perf (normalised to perf's sample count): {o_norm / p_wall:.3f}  (goal <= 0.1)")
     print("top rows, perf:    ", "; ".join(top_lines(perf_cmd + ["-q"])))
     print("top rows, profiler:", "; ".join(top_lines(our_cmd)))

@@ -19,8 +19,8 @@ import numpy as np
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-from profiler.report.symbols.elf import ElfError, ElfFile
-from profiler.report.symbols.table import SymbolTable
+from profiler.symbols.elf import ElfError, ElfFile
+from profiler.symbols.table import SymbolTable
 
 SCAN_DIRS = ("/usr/lib", "/usr/local/lib", "/usr/libexec", "/opt", "/root/.rustup", sys.prefix)
 MIN_SIZE = 20 << 20

@@ -1,7 +1,7 @@
 """The ``profiler`` entry point.
 
 ``profiler record`` runs without importing click when its command line is one that
-``profiler.commands._record_args.parse`` reads (the usual ones): every recording pays for its
+``profiler.commands.record_args.parse`` reads (the usual ones): every recording pays for its
 imports in CPU time, and click's were about a fifth of them. Every other command line goes to
 the click CLI (profiler/cli.py). Either way a ``ProfilerError`` becomes one sentence on stderr
 and its exit code; tracebacks never reach the user.
@@ -21,11 +21,11 @@ if TYPE_CHECKING:
 def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["record"]:
-        from profiler.commands import _record_args
+        from profiler.commands import record_args
 
-        parsed = _record_args.parse(args[1:])
+        parsed = record_args.parse(args[1:])
         if parsed is not None:
-            return run_mapped(lambda: _record_args.run(**parsed))
+            return run_mapped(lambda: record_args.run(**parsed))
     from profiler.cli import main as cli_main
 
     return cli_main(argv)

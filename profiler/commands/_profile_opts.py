@@ -29,7 +29,8 @@ _SYMBOL_OPTIONS: list[Callable[[F], F]] = [
     click.option("--kallsyms", metavar="FILE",
                  help="Kernel symbols from this kallsyms file instead of the capture's snapshot."),
     click.option("--debuginfod", metavar="URLS",
-                 help="debuginfod servers (space-separated) for missing debug files; default $DEBUGINFOD_URLS, '' for none."),
+                 help="debuginfod servers (space-separated) for missing debug files; "
+                      "default $DEBUGINFOD_URLS, '' for none."),
     click.option("--offline", is_flag=True,
                  help="Never use the network: debug files only from the debuginfod cache."),
 ]

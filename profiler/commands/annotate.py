@@ -10,7 +10,6 @@ import click
 
 from profiler.commands._common import warn
 from profiler.commands._profile_opts import load_options, profile_options
-from profiler.errors import ReportError
 
 
 @click.command("annotate")
@@ -22,12 +21,12 @@ def command(function: str, stdio: bool, **kwargs: Any) -> None:
     each instruction and each source line, like perf annotate --stdio. Needs the recorded
     binary (same build-id) on this machine or under --symfs."""
     from profiler.report.annotate import annotate_function, render_annotation
-    from profiler.report.load import load_profile
+    from profiler.report.pipeline import load_profile, require_samples
 
     opts = replace(load_options(kwargs), callchains=False, inline=False, srclines=False)
     profile = load_profile(opts)
     for w in profile.warnings:
         warn(w)
-    if profile.total_samples == 0:
-        raise ReportError(f"{opts.input} has no samples to annotate.")
+    require_samples(opts.input, profile.event, profile.recorded_samples, profile.total_samples, opts.filters,
+                    "annotate")
     render_annotation(sys.stdout, annotate_function(profile, function, opts.symfs))

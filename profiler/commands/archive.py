@@ -10,7 +10,7 @@ import click
 from profiler.commands._common import input_option
 from profiler.commands._profile_opts import parse_symbol_options, symbol_options
 from profiler.report.offline.archive import archive_capture, not_found_sentence, render_result
-from profiler.report.symbols.debuginfod import DebuginfodClient
+from profiler.symbols.debuginfod import DebuginfodClient
 
 
 @click.command("archive")

@@ -13,9 +13,10 @@ from profiler.commands._profile_opts import parse_symbol_options, symbol_options
 from profiler.format.decode.decoder import load_capture
 from profiler.format.container.reader import CaptureReader
 from profiler.report.offline.capture_dsos import build_id_rows, render_build_ids, rows_to_json, scan_capture
-from profiler.report.symbols.debuginfod import DebuginfodClient
-from profiler.report.symbols.chain import KIND_ELF, SymbolSources
-from profiler.report.unwind.capture import table_sources, unwind_capture
+from profiler.symbols.debuginfod import DebuginfodClient
+from profiler.report.capture import metadata_of
+from profiler.symbols.sources import KIND_ELF, SymbolSources
+from profiler.report.unwind_capture import table_sources, unwind_capture
 
 
 @click.command("buildids")
@@ -32,7 +33,7 @@ def command(input_path: str, only_hit: bool, as_json: bool, **kwargs: Any) -> No
     symbols = parse_symbol_options(kwargs)
     with CaptureReader.open(input_path) as reader:
         client = DebuginfodClient.from_options(symbols.debuginfod, symbols.offline)
-        sources = SymbolSources(reader, symfs=symbols.symfs, debug_dirs=symbols.debug_dirs,
+        sources = SymbolSources(metadata_of(reader), symfs=symbols.symfs, debug_dirs=symbols.debug_dirs,
                                 kallsyms_path=symbols.kallsyms, debuginfod=client)
         data = load_capture(reader)
         # a --call-graph dwarf capture: the DSOs its unwound stacks pass through count too

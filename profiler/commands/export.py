@@ -39,7 +39,7 @@ def command(format_: str, output: str, weight: str | None, with_pid: bool, with_
         return
     from profiler.report.model import Weight
     from profiler.report.render import folded, speedscope
-    from profiler.report.stacks import load_stacks
+    from profiler.report.pipeline import load_stacks
 
     profile = load_stacks(load_options(kwargs), warn, locations=format_ == "speedscope")  # source files
     with open_output(output) as stream:
@@ -54,23 +54,24 @@ def command(format_: str, output: str, weight: str | None, with_pid: bool, with_
 
 
 def _pprof(output: str, kwargs: dict[str, Any]) -> None:
-    from profiler.commands.export_load import load_events
+    from profiler.report.pipeline import load_events
+    from profiler.report.profile import stack_profile
     from profiler.report.render.pprof import PprofInput, write_pprof
 
-    loaded = load_events(kwargs)
-    data = PprofInput(profiles=loaded.profiles, attrs=loaded.attrs, build_ids=loaded.build_ids,
-                      kernel_build_id=loaded.kernel_build_id, start_time_ns=loaded.start_time_ns,
-                      comments=[f"capture {loaded.path}"])
+    options = load_options(kwargs)
+    profiles = load_events(options, warn)
+    data = PprofInput(profiles=[stack_profile(p, locations=True) for p in profiles],
+                      comments=[f"capture {options.input}"])
     with open_binary_output(output) as stream:
         write_pprof(data, stream)
 
 
 def _firefox(output: str, kwargs: dict[str, Any]) -> None:
-    from profiler.commands.export_load import load_events
+    from profiler.report.pipeline import load_events
+    from profiler.report.profile import stack_profile
     from profiler.report.render.firefox import FirefoxInput, write_firefox
 
-    loaded = load_events(kwargs)
-    data = FirefoxInput(profiles=loaded.profiles, header=loaded.header, build_ids=loaded.build_ids,
-                        kernel_build_id=loaded.kernel_build_id, start_time_ns=loaded.start_time_ns)
+    profiles = load_events(load_options(kwargs), warn)
+    data = FirefoxInput([stack_profile(p, locations=True, timeline=True) for p in profiles], profiles[0].header)
     with open_output(output) as stream:
         write_firefox(data, stream)

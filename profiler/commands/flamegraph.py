@@ -29,7 +29,7 @@ def command(output: str, weight: str, min_width: float, group_by: str, title: st
     """Write a self-contained interactive HTML flame graph (no network access needed)."""
     from profiler.report.model import Weight
     from profiler.report.render import flamegraph
-    from profiler.report.stacks import load_stacks
+    from profiler.report.pipeline import load_stacks
 
     opts = flamegraph.FlameGraphOptions(weight=cast(Weight, weight), min_width=min_width,
                                         group_by=cast(flamegraph.GroupBy, group_by), title=title)

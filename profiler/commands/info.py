@@ -23,7 +23,7 @@ def render_summary(s: CaptureSummary, out: TextIO) -> None:
       f"{h.get('arch', '?')} {h.get('byte_order', '?')}-endian {8 * int(h.get('word_size', 8))}-bit, "
       f"{h.get('nr_cpus', '?')} CPUs, page size {h.get('page_size', '?')}\n")
     if h.get("start_time_ns"):
-        start = datetime.datetime.fromtimestamp(int(h["start_time_ns"]) / 1e9, datetime.timezone.utc)
+        start = datetime.datetime.fromtimestamp(int(h["start_time_ns"]) / 1e9, datetime.UTC)
         w(f"# started: {start.isoformat(timespec='seconds')} (perf clock {h.get('start_perf_clock_ns')})\n")
     if h.get("cmdline"):
         w(f"# cmdline: {' '.join(str(a) for a in h['cmdline'])}\n")

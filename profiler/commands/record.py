@@ -1,4 +1,4 @@
-"""``profiler record``: the click command, built from the options in ``_record_args``, which
+"""``profiler record``: the click command, built from the options in ``record_args``, which
 also holds what the command does (the entry point runs most command lines without click)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from profiler.commands import _record_args
-from profiler.commands._record_args import FLAG, MULTIPLE, OPTIONS, Option
+from profiler.commands import record_args
+from profiler.commands.record_args import FLAG, MULTIPLE, OPTIONS, Option
 
 
 def _click_option(opt: Option) -> Callable[[Any], Any]:
@@ -23,7 +23,7 @@ def _click_option(opt: Option) -> Callable[[Any], Any]:
 
 def _command(command: tuple[str, ...], archive: bool, **kwargs: Any) -> None:
     """Run COMMAND (after --) or attach to processes, and record samples into a capture."""
-    _record_args.run(command=command, archive=archive, **kwargs)
+    record_args.run(command=command, archive=archive, **kwargs)
 
 
 # as the decorators would stack: the argument below the options, the first option on top

@@ -37,7 +37,8 @@ from profiler.report.run import run_report
 @click.option("--stats", is_flag=True, help="Record counts by type and lost samples, instead of the profile.")
 @click.option("--header", is_flag=True, help="Print the capture's header instead of the profile.")
 def command(sort: str, children: bool, call_graph: str | None, callchain_threshold: float,
-            percent_limit: float, group: bool, percentage: str, format_: str, stats: bool, header: bool, **kwargs: Any) -> None:
+            percent_limit: float, group: bool, percentage: str, format_: str, stats: bool, header: bool,
+            **kwargs: Any) -> None:
     """Print a flat or call-graph profile of a capture."""
     load = load_options(kwargs)
     if not children and call_graph == "none" and format_ != "folded":

@@ -10,12 +10,12 @@ import click
 
 from profiler.commands._common import warn
 from profiler.commands._profile_opts import load_options, profile_options
-from profiler.errors import ReportError
 
 
 @click.command("script")
 @profile_options
-@click.option("--srcline", is_flag=True, help="After each frame, its source file:line (DWARF), as perf script -F +srcline.")
+@click.option("--srcline", is_flag=True,
+              help="After each frame, its source file:line (DWARF), as perf script -F +srcline.")
 @click.option("-F", "--fields", metavar="FIELDS",
               help="perf script's field selection: comm,tid,pid,time,cpu,event,ip,sym,symoff,dso,srcline,period,trace "
                    "(or +FIELD / -FIELD to change the defaults).")
@@ -23,46 +23,17 @@ from profiler.errors import ReportError
 def command(srcline: bool, fields: str | None, as_json: bool, **kwargs: Any) -> None:
     """Print every sample in perf script's default text layout; with several events and no
     --event, every event's samples interleaved in time order, as perf script does."""
-    from profiler.report.load import OpenedCapture, load_profile, progress_printer, select_event
+    from profiler.report.pipeline import Capture, require_samples, stream_profiles
+    from profiler.report.windows import Totals
 
     opts = replace(load_options(kwargs), payloads=True)
     if srcline or (fields is not None and "srcline" in fields):
         opts = replace(opts, srclines=True)
-    capture = OpenedCapture(opts.input)
+    capture = Capture(opts.input)
     names = capture.names
     chosen = [opts.filters.event] if opts.filters.event is not None or as_json or len(names) == 1 else names
-    if _stream(opts, capture, [select_event(names, name) for name in chosen], fields, srcline, as_json):
-        return
-    opened = capture.pair()
-    profiles = [load_profile(opts, progress_printer(False), event=name, opened=opened) for name in chosen]
-    for w in profiles[0].warnings:
-        warn(w)
-    if sum(p.recorded_samples for p in profiles) == 0:
-        raise ReportError(f"{opts.input} has no samples of event '{profiles[0].event}'.")
-    shown = [p for p in profiles if p.total_samples]
-    if not shown:
-        raise ReportError("no samples match the filters.")
-    if as_json:
-        from profiler.report.render.script import render_json_lines
-
-        render_json_lines(sys.stdout, shown[0])
-        return
-    _render(shown, fields, srcline)
-
-
-def _stream(opts: Any, capture: Any, events: list[int], fields: str | None, srcline: bool, as_json: bool) -> bool:
-    """Print the samples window by window (profiler.report.stream: memory bounded by a window,
-    not the capture); False when the capture must be decoded whole instead (nothing printed)."""
-    import os
-
-    from profiler.report.stream import Totals, stream_profiles
-
-    if os.environ.get("PROFILER_FOLD") == "0":  # the whole-capture decode, to compare
-        return False
+    events = [capture.event_index(name) for name in chosen]
     totals = Totals()
-    windows = stream_profiles(opts, capture, events, totals)
-    if windows is None:
-        return False
     said: set[str] = set()
 
     def tell(messages: list[str]) -> None:
@@ -71,9 +42,10 @@ def _stream(opts: Any, capture: Any, events: list[int], fields: str | None, srcl
                 said.add(message)
                 warn(message)
 
-    for profiles in windows:
+    for profiles in stream_profiles(opts, capture, events, totals):
         tell(totals.warnings)
-        tell(profiles[0].resolver.warnings if profiles[0].resolver is not None else [])
+        for profile in profiles:  # each holds the resolver's warnings new since the last
+            tell(profile.warnings)
         shown = [p for p in profiles if p.total_samples]
         if not shown:
             continue
@@ -84,11 +56,8 @@ def _stream(opts: Any, capture: Any, events: list[int], fields: str | None, srcl
         else:
             _render(shown, fields, srcline, said)
     tell(totals.warnings)
-    if sum(totals.recorded.get(e, 0) for e in events) == 0:
-        raise ReportError(f"{opts.input} has no samples of event '{capture.names[events[0]]}'.")
-    if sum(totals.shown.values()) == 0:
-        raise ReportError("no samples match the filters.")
-    return True
+    require_samples(opts.input, names[events[0]], sum(totals.recorded.get(e, 0) for e in events),
+                    sum(totals.shown.values()), opts.filters, "print")
 
 
 def _render(profiles: list[Any], fields: str | None, srcline: bool, said: set[str] | None = None) -> None:

@@ -120,7 +120,8 @@ def _note_regions(fd: int, ident: bytes, is64: bool, bo: str) -> list[tuple[int,
     regions = [(f[sec_fields[1]], f[sec_fields[2]], f[sec_fields[3]]) for f in sections if f[sec_fields[0]] == SHT_NOTE]
     if not regions:
         segments = _table(fd, phoff, phentsize, phnum, phdr, MAX_PHNUM)
-        regions = [(f[seg_fields[1]], f[seg_fields[2]], f[seg_fields[3]]) for f in segments if f[seg_fields[0]] == PT_NOTE]
+        regions = [(f[seg_fields[1]], f[seg_fields[2]], f[seg_fields[3]])
+                   for f in segments if f[seg_fields[0]] == PT_NOTE]
     return regions
 
 

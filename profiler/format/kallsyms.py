@@ -1,11 +1,11 @@
 """A ``/proc/kallsyms`` snapshot: the one reader of its lines and the one alias rule, shared
 by the recorder (which keeps the symbols a capture needs, ``profiler.record.kallsyms``) and
-the reporter (which names kernel addresses, ``profiler.report.symbols.kallsyms``).
+the reporter (which names kernel addresses, ``profiler.symbols.kallsyms``).
 
 * A line is ``ADDRESS TYPE NAME``, with ``\\t[MODULE]`` after a module's symbols: a hex
   address at the line's start, a one-letter type, blanks (spaces or tabs) between and after.
-  Any other line (other white space included) is malformed and skipped. An address wider than 64 bits is not a kernel's: the
-  snapshot is damaged (:class:`~profiler.errors.FormatError`).
+  Any other line (other white space included) is malformed and skipped. An address wider
+  than 64 bits is not a kernel's: the snapshot is damaged (:class:`~profiler.errors.FormatError`).
 * Only text symbols name code: types ``T t W w`` (:data:`TEXT_TYPES`). There is one table
   for the kernel and one per module.
 * The alias rule: of several text symbols at one address in one table, the last listed wins

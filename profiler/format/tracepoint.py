@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Union
 
 from profiler.errors import FormatError
 
-Value = Union[int, str, bytes, list[int]]
+Value = int | str | bytes | list[int]
 
 _FIELD_RE = re.compile(
     r"^\s*field:(?P<decl>[^;]+);\s*offset:(?P<offset>\d+);\s*size:(?P<size>\d+);\s*(?:signed:(?P<signed>\d+);)?"

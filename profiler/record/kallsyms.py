@@ -17,7 +17,7 @@ the symbols that cover a kernel address some sample holds. So the recorder:
   kernel's own reads them instead (a mapped file: a look-up touches a few pages), and
   /proc/kallsyms not at all.
 
-The symbols chosen are those :func:`profiler.report.symbols.kallsyms.parse_kallsyms` gives
+The symbols chosen are those :func:`profiler.symbols.kallsyms.parse_kallsyms` gives
 for the same addresses (the tests check it): lines are read and symbols chosen by the rules
 of :mod:`profiler.format.kallsyms` (text symbols only, one table for the kernel and one per
 ``[module]``, the last listed of several symbols at one address, each up to the next one's
@@ -37,7 +37,7 @@ import sys
 from collections.abc import Iterable
 
 from profiler.format import abi as R
-from profiler.format.kallsyms import PAGE_SIZE, TEXT_TYPES, all_zero, parse_line, table_end
+from profiler.format.kallsyms import TEXT_TYPES, all_zero, parse_line, table_end
 from profiler.value import Frozen, Value
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
@@ -47,8 +47,7 @@ if TYPE_CHECKING:
     StrPath = str | os.PathLike[str]
 
 KALLSYMS = "/proc/kallsyms"
-KERNEL_DSO = "[kernel.kallsyms]"  # profiler.report.symbols.kallsyms.KERNEL_DSO
-PACKED_VERSION = 1  # profiler.report.symbols.table.PACKED_VERSION
+PACKED_VERSION = 1  # profiler.symbols.table.PACKED_VERSION
 _HEAD_CHUNK = 64 << 10
 
 

@@ -68,7 +68,8 @@ def identity_state(path: str, identity: Identity) -> str:
     maj, mnr, ino, _ = identity
     if (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino) == (maj, mnr, ino):
         return MATCH
-    if identity == (0, 0, 0, 0) or (os.major(st.st_dev) == 0 and (os.major(st.st_dev), os.minor(st.st_dev)) != (maj, mnr)):
+    if identity == (0, 0, 0, 0) or (os.major(st.st_dev) == 0
+                                    and (os.major(st.st_dev), os.minor(st.st_dev)) != (maj, mnr)):
         return UNVERIFIABLE  # no identity recorded, or a stacking file system
     return REPLACED
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from profiler.format.header import machine_facts
 from profiler.format.buildid import kernel_build_id
+from profiler.names import VDSO
 from profiler.record.synth import parse_maps_line
 
 MODULES = "/proc/modules"
@@ -84,7 +85,7 @@ def vdso_image() -> dict[str, Any] | None:
     if at < 0 and text.endswith(" [vdso]"):
         at = len(text) - len(" [vdso]")
     entry = parse_maps_line(text[text.rfind("\n", 0, at) + 1:at + len(" [vdso]")]) if at >= 0 else None
-    if entry is None or entry.path != "[vdso]":
+    if entry is None or entry.path != VDSO:
         return None
     image = ctypes.string_at(entry.start, entry.end - entry.start)
     return {"image": image, "arch": os.uname().machine}

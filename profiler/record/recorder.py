@@ -30,6 +30,7 @@ from profiler.format import abi as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
 from profiler.format.container.layout import STDOUT, VERSION_FRAME_CPU, VERSION_PLAIN, VERSION_ZSTD
 from profiler.format.container.writer import CaptureWriter
+from profiler.names import KERNEL_DSO
 from profiler.record import kallsyms, metadata, perf_event, synth
 from profiler.record.events import EventSpec, default_event, split_modifiers
 from profiler.record.groups import Member, configure, members_of
@@ -422,7 +423,7 @@ class Recorder:
         if packed is None:
             return
         writer.write_meta("symbols", {
-            "kind": "kernel", "path": kallsyms.KERNEL_DSO, "build_id": self._kernel_build_id, "layout": None,
+            "kind": "kernel", "path": KERNEL_DSO, "build_id": self._kernel_build_id, "layout": None,
             "kallsyms": packed, "count": kallsyms.count(packed), "coverage": "sampled",
             "source": "recorded"})
 

@@ -24,10 +24,10 @@ from typing import TextIO
 import numpy as np
 
 from profiler.errors import ReportError
-from profiler.report.load import Profile
-from profiler.report.symbols.dso import build_ids_match
-from profiler.report.symbols.elf import ElfError, ElfFile
-from profiler.report.symbols.srcline import Chain
+from profiler.report.profile import Profile
+from profiler.symbols.dso import build_ids_match
+from profiler.symbols.elf import ElfError, ElfFile
+from profiler.symbols.srcline import Chain
 
 _CAPSTONE_ARCH = {"EM_X86_64": ("CS_ARCH_X86", "CS_MODE_64"), "EM_386": ("CS_ARCH_X86", "CS_MODE_32"),
                   "EM_AARCH64": ("CS_ARCH_ARM64", "CS_MODE_ARM")}

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from profiler.report.aggregate import FlatProfile
-from profiler.report.load import Profile
+from profiler.report.aggregate import ReportRows
+from profiler.report.profile import Profile
 
 
 @dataclass
@@ -47,7 +47,7 @@ class _Trie:
 Path = tuple[list[int], "list[int] | None", int]
 
 
-def row_paths(profile: Profile, flat: FlatProfile, row: int, order: str) -> list[Path]:
+def row_paths(profile: Profile, flat: ReportRows, row: int, order: str) -> list[Path]:
     """The (frame-id path, line-id path, period) triples merged into ``row``'s tree."""
     stacks, weights = flat.stacks_of(row)
     key = int(flat.row_fkey[row]) if len(flat.row_fkey) else -1
@@ -103,7 +103,7 @@ def _compress(trie: _Trie, min_weight: float) -> list[CallNode]:
     return out
 
 
-def row_tree(profile: Profile, flat: FlatProfile, row: int, order: str, threshold: float) -> list[CallNode]:
+def row_tree(profile: Profile, flat: ReportRows, row: int, order: str, threshold: float) -> list[CallNode]:
     """The call tree (top-level nodes) of one row; empty when everything is below threshold."""
     min_weight = flat.total_period * threshold / 100.0
     return build_tree(row_paths(profile, flat, row, order), min_weight)
@@ -112,3 +112,45 @@ def row_tree(profile: Profile, flat: FlatProfile, row: int, order: str, threshol
 def default_order(children: bool) -> str:
     """perf's default: caller graphs with --children, callee graphs without."""
     return "caller" if children else "callee"
+
+
+@dataclass
+class CallGraph:
+    """Each row's call tree (top-level nodes, in row order) and the names of the frames the
+    trees hold: frame id -> (label, DSO), where a label is perf's Symbol text (the name, or
+    the address of an unresolved frame); ``srclines`` are the texts the nodes' line ids name."""
+
+    trees: list[list[CallNode]]
+    names: dict[int, tuple[str, str]]
+    srclines: list[str] = field(default_factory=list)
+
+    def label(self, frame_id: int) -> str:
+        return self.names[frame_id][0]
+
+
+@dataclass
+class PerfReport:
+    """What perf report's layouts (table, JSON, CSV) render: the rows, and with a call graph
+    each row's tree. Plain data: no capture, no resolver."""
+
+    flat: ReportRows
+    graph: CallGraph | None = None
+
+
+def build_call_graph(profile: Profile, flat: ReportRows, order: str, threshold: float) -> CallGraph:
+    """The call tree of every row of ``flat`` (``order``: caller or callee) above ``threshold``
+    percent, with the names of the frames they hold."""
+    trees = [row_tree(profile, flat, row, order, threshold) for row in range(len(flat.rows))]
+    names: dict[int, tuple[str, str]] = {}
+
+    def name(nodes: list[CallNode]) -> None:
+        for node in nodes:
+            for fid in node.frames:
+                if fid not in names:
+                    fr = profile.frame(fid)
+                    names[fid] = (fr.name(profile.demangle) if fr.resolved else f"{fr.addr:#x}", fr.dso)
+            name(node.children)
+
+    for tree in trees:
+        name(tree)
+    return CallGraph(trees, names, list(profile.srclines))

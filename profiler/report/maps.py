@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
+from profiler.names import KERNEL_DSO
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 
 #: perf's pseudo file names for kernel text (pid -1 maps).
-KERNEL_MAP_PREFIX = "[kernel.kallsyms]"
+KERNEL_MAP_PREFIX = KERNEL_DSO
 
 
 @dataclass(frozen=True)

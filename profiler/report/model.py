@@ -1,6 +1,6 @@
 """The frame model: plain data the stack renderers and exporters take.
 
-The reporter (:mod:`profiler.report.load`, :mod:`profiler.report.stacks`) builds these frozen
+The report pipeline (:mod:`profiler.report.pipeline`, :func:`profiler.report.profile.stack_profile`) builds these frozen
 records from a capture; renderers never see the capture itself. Importing this module loads
 no renderer.
 
@@ -15,11 +15,11 @@ no renderer.
   ``frames`` root first, leaf last (the order flame graphs draw; perf's callchains arrive leaf
   first, so the reporter reverses them), and, when asked for, the ``locations`` the frames
   came from (also root first).
-* :class:`StackProfile` — what a stack renderer takes: the stacks and :class:`ProfileMeta`.
+* :class:`StackSet` — what a stack renderer takes: the stacks and :class:`ProfileMeta`.
 
 The renderer protocol (docs/architecture.md): a stack renderer is a module of
 ``profiler/report/render/`` with a frozen options dataclass and
-``write(profile: StackProfile, stream, options) -> None``; it writes to the stream it is
+``write(profile: StackSet, stream, options) -> None``; it writes to the stream it is
 given and opens no file.
 """
 
@@ -28,6 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+from profiler.names import UNKNOWN
+
 #: How a frame was resolved. ``"unknown"`` is an address no map or symbol covered.
 FrameKind = Literal["user", "kernel", "jit", "unknown"]
 FRAME_KINDS: tuple[str, ...] = ("user", "kernel", "jit", "unknown")
@@ -35,7 +39,6 @@ FRAME_KINDS: tuple[str, ...] = ("user", "kernel", "jit", "unknown")
 #: What a stack's weight is: the number of samples, or the sum of their periods.
 Weight = Literal["samples", "period"]
 
-UNKNOWN = "[unknown]"
 INLINED_SUFFIX = " (inlined)"  # how perf (and every output here) shows an inlined function
 
 
@@ -79,6 +82,12 @@ class SourceLine:
     file: str | None = None
     line: int | None = None
     function_line: int | None = None
+    system_name: str | None = None  # the symbol as stored (mangled); perf's address text when unresolved
+
+    @property
+    def label(self) -> str:
+        """The function as reports name it: its name, or the address of unresolved code."""
+        return self.system_name if self.function == UNKNOWN and self.system_name else self.function
 
 
 @dataclass(frozen=True)
@@ -87,9 +96,12 @@ class Location:
 
     ``address`` is the sampled (runtime) address; ``rel_address`` the address in the
     object's own address space (ELF virtual address, or the file offset when the object could
-    not be read; the address itself for kernel and unmapped code). ``lines`` is innermost
-    first: ``lines[0]`` is the deepest inlined function, ``lines[-1]`` the function whose code
-    this is; it always has at least one entry."""
+    not be read; the address itself for kernel and unmapped code). ``kind`` is what the
+    address lies in — ``user``, ``kernel``, ``jit``, or ``unknown`` for no mapping — even when
+    no symbol names it (its lines then name ``[unknown]``). ``offset`` is the address's offset
+    into its symbol (0 without one). ``lines`` is innermost first: ``lines[0]`` is the deepest
+    inlined function, ``lines[-1]`` the function whose code this is; it always has at least
+    one entry."""
 
     address: int
     rel_address: int
@@ -97,13 +109,20 @@ class Location:
     dso: str  # short name, as on the frames
     kind: str
     lines: tuple[SourceLine, ...]
+    offset: int = 0
+
+    @property
+    def resolved(self) -> bool:
+        return self.lines[-1].function != UNKNOWN
 
     def frames(self) -> tuple[Frame, ...]:
         """The frames this address stands for, root first: the containing function, then the
         functions inlined into it, the innermost last. An inlined function's frame is named
-        ``name (inlined)``, as perf shows it (``inline_depth`` says so too)."""
+        ``name (inlined)``, as perf shows it (``inline_depth`` says so too); an unresolved
+        address is one frame of kind ``unknown``."""
         depth = len(self.lines) - 1
-        return tuple(Frame(inlined_name(line.function) if depth - k else line.function, self.dso, self.kind, depth - k)
+        kind = self.kind if self.resolved or self.kind == "kernel" else "unknown"
+        return tuple(Frame(inlined_name(line.function) if depth - k else line.function, self.dso, kind, depth - k)
                      for k, line in reversed(list(enumerate(self.lines))))
 
 
@@ -156,6 +175,11 @@ class ProfileMeta:
     total_period: int
     has_callchains: bool
     thread_names: tuple[tuple[int, str], ...] = ()  # (tid, its name at its last sample: after exec)
+    sample_period: int = 0  # the event's period, or its frequency (Hz) when ``freq``
+    freq: bool = False
+    first_time_ns: int = 0  # the first and last samples' times (the sample clock)
+    last_time_ns: int = 0
+    start_time_ns: int = 0  # when the recording started, ns since the Unix epoch (0: unknown)
 
 
 #: Events whose sample period is a time in nanoseconds (perf's software clocks).
@@ -167,13 +191,26 @@ def period_is_nanoseconds(event: str) -> bool:
     return event.split(":", 1)[0].strip() in NANOSECOND_EVENTS
 
 
-#: One sample in time order for timeline exports: (index into the stacks list, its period).
-TimelineSample = tuple[int, int]
+@dataclass(frozen=True)
+class Timeline:
+    """Every sample in time order, for the outputs that show time (the Firefox Profiler):
+    per sample the index of its stack in :attr:`StackSet.stacks` (which also names its
+    thread), its time on the sample clock (ns) and its period."""
+
+    stack: npt.NDArray[np.int64]
+    time_ns: npt.NDArray[np.uint64]
+    period: npt.NDArray[np.uint64]
+
+    def __len__(self) -> int:
+        return len(self.stack)
 
 
 @dataclass(frozen=True)
-class StackProfile:
-    """The input of every stack renderer: what the capture was, and its distinct stacks."""
+class StackSet:
+    """The input of every stack renderer: what the capture was, and its distinct stacks;
+    with :attr:`timeline` (when asked for, and the profile has a row per sample) every sample
+    in time order."""
 
     meta: ProfileMeta
     stacks: list[StackSample] = field(default_factory=list)
+    timeline: Timeline | None = None

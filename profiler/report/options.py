@@ -61,7 +61,7 @@ class Filters:
 @dataclass(frozen=True)
 class SymbolOptions:
     """Where symbols come from, for every command that names frames (report, script,
-    flamegraph, export, buildids, archive); see :mod:`profiler.report.symbols.chain`."""
+    flamegraph, export, buildids, archive); see :mod:`profiler.symbols.sources`."""
 
     symfs: str | None = None  # a root the recorded paths are looked up under first
     debug_dirs: tuple[str, ...] | None = None  # None: the system's (/usr/lib/debug)

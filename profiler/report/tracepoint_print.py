@@ -272,7 +272,8 @@ def _call(name: str, args: list[Node], rec: _Record) -> Any:
     if name == "__print_array":
         data = _bytes(_eval(args[0], rec))
         count, size = int(_eval(args[1], rec)), int(_eval(args[2], rec))
-        items = [int.from_bytes(data[i * size:(i + 1) * size], "big" if rec.byte_order == "big" else "little") for i in range(min(count, len(data) // max(size, 1)))]
+        items = [int.from_bytes(data[i * size:(i + 1) * size], "big" if rec.byte_order == "big" else "little")
+                 for i in range(min(count, len(data) // max(size, 1)))]
         return "{" + ",".join(f"0x{v:x}" for v in items) + "}"
     raise PrintFormatError(f"unknown helper {name}")
 
@@ -339,7 +340,8 @@ def _printf(fmt: str, values: list[Any]) -> str:
 
 def _convert(spec: str, conv: str, length: str, ext: str, value: Any) -> str:
     if conv == "s":
-        text = value if isinstance(value, str) else str(value) if isinstance(value, int) else _bytes(value).decode("utf-8", "replace")
+        text = (value if isinstance(value, str) else str(value) if isinstance(value, int)
+                else _bytes(value).decode("utf-8", "replace"))
         return (spec + "s") % text + ext
     if conv == "p":
         if not isinstance(value, int):

@@ -155,3 +155,28 @@ def filter_mask(fmt: TraceFormat, flt: TraceFilter, payloads: npt.NDArray[Any],
     flt.check(fmt)
     return np.fromiter((flt.matches(fmt.decode(raw, byte_order)) for raw in payloads.tolist()),
                        dtype=bool, count=len(payloads))
+
+
+def event_payloads(capture: Any, index: int, s: Any,
+                   options: Any) -> tuple[TraceFormat | None, npt.NDArray[Any] | None]:
+    """A tracepoint event's stored format and, when asked for (``options.payloads``) or a
+    ``--trace-filter`` needs them, the payloads of the rows ``s`` (``capture`` is a
+    :class:`profiler.report.capture.Capture`, ``options`` the LoadOptions)."""
+    name = capture.names[index]
+    trace = options.filters.trace
+    if not is_tracepoint(capture.header, index):
+        if trace:
+            raise UsageError(f"--trace-filter selects tracepoint samples by field: '{name}' is not a tracepoint.")
+        return None, None
+    tfmt = trace_format(capture.reader, name)
+    if tfmt is None and trace:
+        raise UsageError(f"--trace-filter: the capture does not hold the format of {name} "
+                         "(recorded by an older profiler).")
+    if not (options.payloads or trace):
+        return tfmt, None
+    if s.raw is None:  # a decoder without the RAW column: the exact one, by record number
+        return tfmt, raw_payloads(capture.reader, s.seq)
+    view = capture.reader.raw_view()
+    out = np.empty(len(s), dtype=object)
+    out[:] = [bytes(view[o:o + n]) for o, n in zip(s.raw.offset.tolist(), s.raw.size.tolist())]
+    return tfmt, out

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from offline_helpers import record
+from tests.support.offline_helpers import record
 
 pytestmark = pytest.mark.e2e
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from profiler.report.symbols.dso import clear_symbol_cache
+from profiler.symbols.dso import clear_symbol_cache
 
-from offline_helpers import profile_rows, record
+from tests.support.offline_helpers import profile_rows, record
 
 pytestmark = [
     pytest.mark.e2e,

@@ -1,6 +1,6 @@
 """pprof and Firefox Profiler exports of real recordings, read by outside references:
 ``go tool pprof -top`` must print our flat report's per-function sample counts; the Firefox
-export must pass the processed format's structural validation (tests/unit/firefox_schema.py:
+export must pass the processed format's structural validation (tests/support/firefox_schema.py:
 profiler.firefox.com cannot be loaded offline) and carry every sample of every thread."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-UNIT = Path(__file__).resolve().parents[1] / "unit"
 
 
 def _env() -> dict[str, str]:
@@ -78,10 +77,7 @@ def test_go_tool_pprof_top_equals_our_flat_report(recording: Path, profiler_cmd:
 
 
 def test_firefox_export_of_a_recording_is_valid_and_complete(recording: Path, profiler_cmd: list[str]) -> None:
-    import sys
-
-    sys.path.insert(0, str(UNIT))
-    from firefox_schema import validate
+    from tests.support.firefox_schema import validate
 
     res = subprocess.run([*profiler_cmd, "export", "-i", str(recording), "-f", "firefox", "-o", "-"],
                          capture_output=True, text=True, timeout=120, env=_env())
@@ -190,7 +186,8 @@ def test_exports_carry_source_lines(require_perf: None, fixtures_dir: Path, prof
 
     # Firefox: fileName per function, line per frame, within addr2line's lines of that function
     text = run("script", "--no-inline", "-F", "ip,dso").decode()
-    sampled = sorted({int(a, 16) for a, d in re.findall(r"^\t\s*([0-9a-f]+) \((\S+)\)$", text, re.M) if d == str(binary)})
+    sampled = sorted({int(a, 16) for a, d in re.findall(r"^\t\s*([0-9a-f]+) \((\S+)\)$", text, re.M)
+                      if d == str(binary)})
     reference = _addr2line(binary, sorted({x for a in sampled for x in (a, a - 1)}))
     ff = json.loads(run("export", "-f", "firefox", "-o", "-"))
     strings = ff["shared"]["stringArray"]

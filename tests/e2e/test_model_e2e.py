@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from offline_helpers import record
-from profiler.report.load import load_profile
+from profiler.report.pipeline import load_profile
+from tests.support.offline_helpers import record
 from profiler.report.options import Filters, LoadOptions
-from profiler.report.symbols.dso import clear_symbol_cache
-from profiler.report.symbols.srcline import clear_line_tables
+from profiler.symbols.dso import clear_symbol_cache
+from profiler.symbols.srcline import clear_line_tables
 
 pytestmark = pytest.mark.e2e
 

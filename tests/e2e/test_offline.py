@@ -23,10 +23,10 @@ import pytest
 from profiler.format import records as R
 from profiler.format.container.reader import CaptureReader
 from profiler.report.offline.archive import archive_capture
-from profiler.report.symbols.elf import ElfFile
-from profiler.report.symbols.dso import clear_symbol_cache
+from profiler.symbols.elf import ElfFile
+from profiler.symbols.dso import clear_symbol_cache
 
-from offline_helpers import Row, profile_rows, record, rows_from_json
+from tests.support.offline_helpers import Row, profile_rows, record, rows_from_json
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "fixtures" / "captures" / "offline-shares.prof"
@@ -156,7 +156,8 @@ def test_buildids_lists_every_dso_with_its_source(recorded: tuple[Path, Path], t
     debug = tmp_path / "debug"
     bid = str(by_path[str(binary)]["build_id"])
     (debug / ".build-id" / bid[:2]).mkdir(parents=True)
-    subprocess.run(["objcopy", "--only-keep-debug", str(binary), str(debug / ".build-id" / bid[:2] / f"{bid[2:]}.debug")],
+    subprocess.run(["objcopy", "--only-keep-debug", str(binary),
+                    str(debug / ".build-id" / bid[:2] / f"{bid[2:]}.debug")],
                    check=True)
     assert source_of(capture, binary, "--debug-dir", str(debug)) == "debug-dir"
     root = tmp_path / "root"

@@ -110,7 +110,8 @@ def test_sigint_ends_the_recorder_like_perf(where: tuple[str, ...], settle: floa
     facts: the handlers are in place before the file is created, as perf's are)."""
     args = [str(workloads / a) if a == "sigcatch" else a for a in where]
     codes = []
-    for tool, out in ((profiler_cmd + ["record"], tmp_path / "s.prof"), ([perf_bin(), "record", "-q"], tmp_path / "s.data")):
+    for tool, out in ((profiler_cmd + ["record"], tmp_path / "s.prof"),
+                      ([perf_bin(), "record", "-q"], tmp_path / "s.data")):
         proc = subprocess.Popen([*tool, "-o", str(out), *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         assert proc.stdout is not None
@@ -139,7 +140,8 @@ def test_privilege_flags_label_the_event_like_perf(our_flag: str, perf_flag: str
     # page faults: time in the kernel and in user space alike (a pure user workload may get no
     # kernel sample at all on a busy machine)
     cmd = ["--", str(workloads / "statload"), "pages", "40000"]
-    assert ours(profiler_cmd, "record", "-q", our_flag, "-e", "cpu-clock", "-o", str(tmp_path / "k.prof"), *cmd).returncode == 0
+    assert ours(profiler_cmd, "record", "-q", our_flag, "-e", "cpu-clock", "-o", str(tmp_path / "k.prof"),
+                *cmd).returncode == 0
     assert perf("record", "-q", "-e", "cpu-clock" + suffix, "-o", str(tmp_path / "k.data"), *cmd).returncode == 0
     mine = ours(profiler_cmd, "report", "-i", str(tmp_path / "k.prof"))
     theirs = perf("report", "-i", str(tmp_path / "k.data"), "--stdio")
@@ -254,7 +256,8 @@ def test_tracepoint_fields_in_json_and_filters(tracepoint_runs: tuple[Path, Path
 
 
 @pytest.fixture(scope="module")
-def shares_runs(tmp_path_factory: pytest.TempPathFactory, profiler_cmd: list[str], workloads: Path) -> tuple[Path, Path]:
+def shares_runs(tmp_path_factory: pytest.TempPathFactory, profiler_cmd: list[str],
+                workloads: Path) -> tuple[Path, Path]:
     d = tmp_path_factory.mktemp("shares")
     mine, theirs = d / "s.prof", d / "s.data"
     cmd = ["--", str(workloads / "shares"), "0.3"]
@@ -352,8 +355,8 @@ def test_percentage_absolute_by_default_and_relative_like_perf(workloads: Path, 
     assert perf("record", "-q", "-e", "cpu-clock", "-o", str(theirs), *cmd).returncode == 0
     for tool, path in (("ours", mine), ("perf", theirs)):
         def run(*args: str) -> str:
-            base = ["report", "-i", str(path), "--sort", "comm", *args]
-            res = ours(profiler_cmd, *base) if tool == "ours" else perf(*base, "--stdio")
+            base = ["report", "-i", str(path), "--sort", "comm", *args]  # noqa: B023 (called in this iteration)
+            res = ours(profiler_cmd, *base) if tool == "ours" else perf(*base, "--stdio")  # noqa: B023
             assert res.returncode == 0, res.stderr
             return res.stdout
         everything = run()
@@ -383,7 +386,8 @@ def test_buildids_of_a_stripped_copy_list_the_elf_files(workloads: Path, tmp_pat
                                                         profiler_cmd: list[str]) -> None:
     prog = workloads / "shares"
     mine, theirs, shared = tmp_path / "b.prof", tmp_path / "b.data", tmp_path / "share.prof"
-    assert ours(profiler_cmd, "record", "-q", "-g", "-e", "cpu-clock", "-o", str(mine), "--", str(prog), "0.2").returncode == 0
+    assert ours(profiler_cmd, "record", "-q", "-g", "-e", "cpu-clock", "-o", str(mine), "--", str(prog),
+                "0.2").returncode == 0
     assert perf("record", "-q", "-g", "-e", "cpu-clock", "-o", str(theirs), "--", str(prog), "0.2").returncode == 0
     perf_ids = _perf_buildids(theirs)
     archived = ours(profiler_cmd, "archive", "-i", str(mine), "--strip-paths", "-o", str(shared))

@@ -116,7 +116,8 @@ def spinner(workloads: Path) -> Iterator[subprocess.Popen[str]]:
 
 
 @pytest.fixture(scope="module")
-def shares_capture(workloads: Path, tmp_path_factory: pytest.TempPathFactory, profiler_cmd: list[str]) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def shares_capture(workloads: Path, tmp_path_factory: pytest.TempPathFactory,
+                   profiler_cmd: list[str]) -> tuple[Path, subprocess.CompletedProcess[str]]:
     out = tmp_path_factory.mktemp("shares") / "shares.prof"
     result = run_record(profiler_cmd, "-g", "-o", str(out), "--", str(workloads / "shares"), "0.6")
     assert result.returncode == 0, result.stderr
@@ -246,7 +247,8 @@ def test_forks_and_threads(workloads: Path, tmp_path: Path, profiler_cmd: list[s
 # --- attaching and system-wide ----------------------------------------------------------------
 
 
-def test_attach_to_pid_synthesizes_maps(spinner: subprocess.Popen[str], workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+def test_attach_to_pid_synthesizes_maps(spinner: subprocess.Popen[str], workloads: Path, tmp_path: Path,
+                                        profiler_cmd: list[str]) -> None:
     out = tmp_path / "p.prof"
     result = run_record(profiler_cmd, "-p", str(spinner.pid), "--duration", "0.5", "-o", str(out))
     assert result.returncode == 0, result.stderr
@@ -263,7 +265,8 @@ def test_attach_to_pid_synthesizes_maps(spinner: subprocess.Popen[str], workload
     assert tids == {int(t) for t in threads}
 
 
-def test_a_command_after_pid_is_a_timer(spinner: subprocess.Popen[str], workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+def test_a_command_after_pid_is_a_timer(spinner: subprocess.Popen[str], workloads: Path, tmp_path: Path,
+                                        profiler_cmd: list[str]) -> None:
     # ``-p PID -- sleep 0.5`` as in perf: the process is recorded while the command runs, the
     # command itself is not, and its exit status is ours
     out = tmp_path / "timer.prof"
@@ -279,7 +282,8 @@ def test_a_command_after_pid_is_a_timer(spinner: subprocess.Popen[str], workload
     assert spinner.poll() is None  # the target runs on
 
 
-def test_a_timer_outliving_its_target_is_terminated_like_perfs(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+def test_a_timer_outliving_its_target_is_terminated_like_perfs(workloads: Path, tmp_path: Path,
+                                                               profiler_cmd: list[str]) -> None:
     # the target exits after ~1 s (time enough for perf, slower to start, to attach on a busy
     # machine): the recording ends then, and the timer command still running gets SIGTERM,
     # whose status (143) is the recorder's, as perf's is
@@ -392,7 +396,8 @@ def test_tracepoint_event(tmp_path: Path, profiler_cmd: list[str]) -> None:
 
 def test_several_events_are_told_apart(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
     out = tmp_path / "two.prof"
-    result = run_record(profiler_cmd, "-e", "cpu-clock,task-clock", "-o", str(out), "--", str(workloads / "shares"), "0.2")
+    result = run_record(profiler_cmd, "-e", "cpu-clock,task-clock", "-o", str(out), "--", str(workloads / "shares"),
+                        "0.2")
     assert result.returncode == 0, result.stderr
     with CaptureReader.open(out) as reader:
         events = reader.header["events"]
@@ -429,7 +434,7 @@ def test_kernel_symbols_of_every_sampled_kernel_address(workloads: Path, tmp_pat
                                                        profiler_cmd: list[str]) -> None:
     """The recorder packs the kernel symbols that cover the kernel addresses its samples hold:
     each such address is named as the whole of this machine's /proc/kallsyms names it."""
-    from profiler.report.symbols.kallsyms import KernelSymbols, load_kallsyms
+    from profiler.symbols.kallsyms import KernelSymbols, load_kallsyms
 
     full = load_kallsyms("/proc/kallsyms")
     if full.all_zero or not len(full.kernel):
@@ -540,7 +545,8 @@ def _running_child(pid: int, name: str, timeout: float = 30) -> int:
     raise AssertionError(f"{name} did not start under {pid}")
 
 
-def test_tiny_buffer_reports_lost_while_the_drain_is_stalled(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+def test_tiny_buffer_reports_lost_while_the_drain_is_stalled(workloads: Path, tmp_path: Path,
+                                                             profiler_cmd: list[str]) -> None:
     # The drain loop is stopped (SIGSTOP) while the command runs, so a one-page buffer at
     # 20 kHz must overflow whatever the machine's load: a drain loop fast enough to keep up
     # on its own (nice -5 when privileged) cannot hide the kernel's LOST records.
@@ -569,7 +575,8 @@ def test_tiny_buffer_reports_lost_while_the_drain_is_stalled(workloads: Path, tm
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_stops_cleanly_and_reaches_the_command(sig: int, workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
+def test_signal_stops_cleanly_and_reaches_the_command(sig: int, workloads: Path, tmp_path: Path,
+                                                      profiler_cmd: list[str]) -> None:
     out = tmp_path / "sig.prof"
     proc = subprocess.Popen([*profiler_cmd, "record", "-o", str(out), "--", str(workloads / "sigcatch")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -588,7 +595,8 @@ def test_signal_stops_cleanly_and_reaches_the_command(sig: int, workloads: Path,
 
 def test_sigkill_leaves_a_readable_capture(workloads: Path, tmp_path: Path, profiler_cmd: list[str]) -> None:
     out = tmp_path / "killed.prof"
-    proc = subprocess.Popen([*profiler_cmd, "record", "-F", "10000", "-o", str(out), "--", str(workloads / "shares"), "20"],
+    proc = subprocess.Popen([*profiler_cmd, "record", "-F", "10000", "-o", str(out), "--", str(workloads / "shares"),
+                             "20"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and (not out.exists() or out.stat().st_size < 6_000_000):

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from profiler.report.offline.archive import archive_capture
-from profiler.report.symbols.srcline import clear_line_tables
-from profiler.report.symbols.dso import clear_symbol_cache
+from profiler.symbols.srcline import clear_line_tables
+from profiler.symbols.dso import clear_symbol_cache
 
-from offline_helpers import record
+from tests.support.offline_helpers import record
 
 pytestmark = pytest.mark.e2e
 

@@ -62,7 +62,8 @@ def statload(fixtures_dir: Path) -> str:
     return str(fixtures_dir / "workloads" / "statload")
 
 
-def both(profiler_cmd: list[str], workload: list[str], events: str = SOFTWARE) -> tuple[dict[str, float], dict[str, float]]:
+def both(profiler_cmd: list[str], workload: list[str],
+         events: str = SOFTWARE) -> tuple[dict[str, float], dict[str, float]]:
     theirs = csv_counts(perf_stat("-x,", "-e", events, "--", *workload).stderr)
     ours = csv_counts(run_stat(profiler_cmd, "-x,", "-e", events, "--", *workload).stderr)
     return ours, theirs

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from profiler.report.offline.archive import archive_capture
-from profiler.report.symbols.dso import clear_symbol_cache
+from profiler.symbols.dso import clear_symbol_cache
 
-from offline_helpers import profile_rows, record
+from tests.support.offline_helpers import profile_rows, record
 
 pytestmark = pytest.mark.e2e
 

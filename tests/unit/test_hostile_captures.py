@@ -14,12 +14,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
+from tests.fuzz import capture_fuzz as cf
+from tests.support.paths import CAPTURES, ROOT
 
-import capture_fuzz as cf  # noqa: E402
-
-CAPTURES = ROOT / "fixtures" / "captures"
 RSS_LIMIT_KB = 200 * 1024
 # a small launcher: its children's peak RSS (the CLI's own, measured by the kernel)
 _MEASURE = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True); "
@@ -54,6 +51,7 @@ def seed(name: str) -> cf.CaptureParts:
     return cf.parse((CAPTURES / name).read_bytes())
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 def test_a_metadata_frame_inflating_to_a_gibibyte_is_skipped_within_bounds(tmp_path: Path) -> None:
     """0.9 MB in the file, 1 GiB of kallsyms text once inflated: the frame is damage (a
     warning), the samples are reported, and memory stays small."""
@@ -109,10 +107,11 @@ def test_an_attr_field_of_the_wrong_type_or_range_is_one_sentence(tmp_path: Path
     assert rc != 0 and f"attr.{field}" in err, err
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 def test_an_mmap2_covering_the_whole_address_space_and_a_ragged_raw_frame(tmp_path: Path) -> None:
     parts = seed("format-1.0.prof")
     for f in parts.frames:
-        for off, size in cf.record_spans(f.payload) if f.kind in (1, 2) else []:
+        for off, _size in cf.record_spans(f.payload) if f.kind in (1, 2) else []:
             if struct.unpack_from("<I", f.payload, off)[0] == 10:  # PERF_RECORD_MMAP2: len at +24
                 f.payload = f.payload[:off + 24] + struct.pack("<Q", (1 << 64) - 1) + f.payload[off + 32:]
     raw = next(f for f in parts.frames if f.kind == 1)
@@ -124,14 +123,17 @@ def test_an_mmap2_covering_the_whole_address_space_and_a_ragged_raw_frame(tmp_pa
         assert rc == 0, err
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 def test_a_short_fuzzing_campaign_finds_nothing() -> None:
     """A fixed-seed campaign (so a failure reproduces with ``capture_fuzz.py --seed``):
     structure-aware mutations of every committed capture through every reading command."""
     report = cf.parallel_campaign(count=800, seed=20261124, jobs=2, timeout=30)
     assert report.runs == 800
+    assert len(report.by_command) == len(cf.COMMANDS), report.by_command  # every command and output ran
     assert not report.failures, cf.summary(report)
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @pytest.mark.parametrize("cpu", [0xFFFF, 2, 4095])
 def test_samples_in_a_frame_naming_no_cpu_of_the_machine_get_no_cpu(tmp_path: Path, cpu: int) -> None:
     """Format 3.0: samples without PERF_SAMPLE_CPU take their raw frame's cpu. A frame of no
@@ -154,6 +156,7 @@ def test_samples_in_a_frame_naming_no_cpu_of_the_machine_get_no_cpu(tmp_path: Pa
     assert sorted(rows) == ["-001", "000", "001"], done.stdout
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 def test_a_last_frame_at_the_largest_sequence_number_is_not_extended(tmp_path: Path) -> None:
     """archive appends frames after the last one: a damaged last sequence number of 2^32 - 1
     leaves none for them, one sentence (it gave a struct.error traceback)."""

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 # Readers of other tools' files, chosen by their first 8 bytes: (magics, factory). The
 # perf.data reader is registered by profiler.format.perf_data_opener, which imports it only
-# when a perf.data file is opened (the CLI and profiler.report.load import the opener).
+# when a perf.data file is opened (the CLI and profiler.report.capture import the opener).
 ForeignReader = Callable[["Path", "bytes | mmap.mmap"], "CaptureReader"]
 FOREIGN_READERS: list[tuple[tuple[bytes, ...], ForeignReader]] = []
 

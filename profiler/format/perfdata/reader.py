@@ -48,6 +48,7 @@ from profiler.format.perfdata.features import (
     parse_feature,
 )
 from profiler.format.perfdata.walk import I64, RecordSink, StreamState, finish, walk
+from profiler.names import GUEST_KERNEL_DSO, KERNEL_DSO
 
 MAGIC_LE = b"PERFILE2"
 MAGIC_BE = b"2ELIFREP"
@@ -208,7 +209,8 @@ def _read(path: Path, data: bytes | mmap.mmap) -> tuple[
         mode = "file"
         events, clean = _file_mode(path, view, bo, state, warnings)
     else:
-        raise FormatError(f"{path} is a damaged perf.data file (its header claims {hsize} bytes, which no perf writes).")
+        raise FormatError(f"{path} is a damaged perf.data file "
+                          f"(its header claims {hsize} bytes, which no perf writes).")
     finish(state)
     if not events:
         raise FormatError(f"{path} is a perf.data file without events (its attrs are missing or damaged).")
@@ -372,14 +374,14 @@ def _perf_facts(path: Path, mode: str, state: StreamState) -> dict[str, Any]:
     return facts
 
 
-KERNEL_NAMES = ("[kernel.kallsyms]", "[guest.kernel.kallsyms]")
+KERNEL_NAMES = (KERNEL_DSO, GUEST_KERNEL_DSO)
 
 
 def _metadata(f: Features) -> list[tuple[str, dict[str, Any]]]:
     entries = []
     kernel_bid = None
     for e in f.build_ids:
-        if e.filename in KERNEL_NAMES or e.filename.startswith("[kernel.kallsyms]"):
+        if e.filename in KERNEL_NAMES or e.filename.startswith(KERNEL_DSO):
             if e.cpumode == 1 and kernel_bid is None:
                 kernel_bid = e.build_id
             continue

@@ -43,18 +43,21 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.errors import FormatError, ProfilerError, UsageError
-from profiler.report.unwind.capture import table_sources, unwind_capture
-from profiler.report.unwind.sources import META_KIND as UNWIND_META
-from profiler.report.unwind.table import RuleTable
+from profiler.report.unwind_capture import table_sources, unwind_capture
+from profiler.unwind.sources import META_KIND as UNWIND_META
+from profiler.unwind.table import RuleTable
 from profiler.format.decode.decoder import load_capture
+from profiler.format.container.codec import as_utf8
 from profiler.format.container.layout import STDOUT
 from profiler.format.container.reader import CaptureReader
 from profiler.format.container.writer import CaptureWriter
 from profiler.format.localfile import written_in_place
 from profiler.report.offline.capture_dsos import DsoUse, scan_capture
-from profiler.report.symbols.debuginfod import DebuginfodClient
-from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols
-from profiler.report.symbols.chain import (
+from profiler.symbols.debuginfod import DebuginfodClient
+from profiler.symbols.kallsyms import KernelSymbols
+from profiler.names import KERNEL_DSO
+from profiler.report.capture import metadata_of
+from profiler.symbols.sources import (
     KIND_ELF,
     KIND_JIT,
     KIND_KERNEL,
@@ -63,11 +66,11 @@ from profiler.report.symbols.chain import (
     SymbolSources,
     packed_key,
 )
-from profiler.report.cache import cache_dir
+from profiler.cache import cache_dir
 from profiler.report.offline.strip import write_stripped_copy
-from profiler.report.symbols.dso import DsoSymbols
-from profiler.report.symbols.srcline import line_table_of
-from profiler.report.symbols.table import SymbolTable
+from profiler.symbols.dso import DsoSymbols
+from profiler.symbols.srcline import line_table_of
+from profiler.symbols.table import SymbolTable
 
 U64 = npt.NDArray[np.uint64]
 
@@ -144,8 +147,8 @@ def archive_capture(
         reader.close()
         raise UsageError(f"{src} is a perf.data file: name the capture to write with -o OUT.")
     try:
-        existing = SymbolSources(reader)
-        finder = SymbolSources(reader, symfs=symfs, debug_dirs=debug_dirs, kallsyms_path=kallsyms_path,
+        existing = SymbolSources(metadata_of(reader))
+        finder = SymbolSources(metadata_of(reader), symfs=symfs, debug_dirs=debug_dirs, kallsyms_path=kallsyms_path,
                                perf_map_dir=perf_map_dir, use_packed=False, debuginfod=debuginfod)
         data = load_capture(reader)
         unwound = unwind_capture(reader, data, table_sources(reader, None if symfs is None else str(symfs),
@@ -222,7 +225,11 @@ def _add(plan: ArchivePlan, use: DsoUse, payload: dict[str, Any] | None, why: st
     if payload is None:
         plan.not_found.append((use.path, why))
         return
-    size = len(msgpack.packb(payload, use_bin_type=True))
+    try:
+        size = len(msgpack.packb(payload, use_bin_type=True))
+    except UnicodeEncodeError:  # a path that is not UTF-8: packed as the capture writer packs it
+        payload = as_utf8(payload)
+        size = len(msgpack.packb(payload, use_bin_type=True))
     count = int(payload.get("count", 0))
     plan.payloads.append(payload)
     plan.packed.append(PackedDso(use.kind, use.path, payload.get("build_id"), count, size,

@@ -6,7 +6,8 @@ Every sample contributes its ``ip`` and, when recorded, every callchain entry. T
 (perf_event.h: "PERF_CONTEXT_KERNEL ... PERF_CONTEXT_USER" mark where each part of the
 chain starts); an entry before any marker, and a bare ``ip``, take the sample's cpumode
 (``profiler.format.decode.chains.split_callchains``, the reporter's too). A guest's or the hypervisor's
-addresses belong to no DSO of this machine and are not counted. User addresses are placed in their process's maps at the sample's time (the reporter's
+addresses belong to no DSO of this machine and are not counted. User addresses are placed in
+their process's maps at the sample's time (the reporter's
 ``replay``), giving (DSO, file offset); addresses in no file (anonymous memory, no map)
 belong to the process's JIT map ``/tmp/perf-PID.map``. Kernel addresses go to the kernel,
 split into modules when kernel symbols are known.
@@ -28,11 +29,12 @@ from profiler.format.decode.chains import CONTEXT_KERNEL, CONTEXT_USER, cpumode_
 from profiler.format.decode.columns import CaptureData, SampleColumns
 from profiler.format.decode.decoder import load_capture
 from profiler.format.container.reader import CaptureReader
-from profiler.report.symbols.kallsyms import KERNEL_DSO, KernelSymbols
+from profiler.symbols.kallsyms import KernelSymbols
+from profiler.names import KERNEL_DSO
 from profiler.report.maps import Dso
-from profiler.report.symbols.perfmap import perf_map_path
+from profiler.symbols.perfmap import perf_map_path
 from profiler.report.replay import replay
-from profiler.report.symbols.chain import KIND_ELF, KIND_JIT, KIND_KERNEL, KIND_VDSO, VDSO, SymbolSources
+from profiler.symbols.sources import KIND_ELF, KIND_JIT, KIND_KERNEL, KIND_VDSO, VDSO, SymbolSources
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]

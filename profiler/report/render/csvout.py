@@ -5,16 +5,19 @@ from __future__ import annotations
 import csv
 from typing import TextIO
 
-from profiler.report.aggregate import FlatProfile
+from profiler.report.aggregate import ReportRows
+from profiler.report.callgraph import PerfReport
 from profiler.report.render.jsonout import row_dict
 
 
-def csv_fields(flat: FlatProfile) -> list[str]:
+def csv_fields(flat: ReportRows) -> list[str]:
     fields = ["children", "self", "samples", "period"] if flat.children else ["self", "samples", "period"]
     return fields + ["symbol" if k == "sym" else k for k in flat.sort] + ["kernel"]
 
 
-def render_csv(out: TextIO, flat: FlatProfile) -> None:
+def write(report: PerfReport, out: TextIO) -> None:
+    """The rows as CSV (a call graph is left out)."""
+    flat = report.flat
     fields = csv_fields(flat)
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(fields)

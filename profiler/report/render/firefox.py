@@ -27,16 +27,14 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
 from profiler import __version__
-from profiler.report.model import period_is_nanoseconds
-from profiler.report.render.pprof import function_name
-
-if TYPE_CHECKING:
-    from profiler.report.load import Profile
+from profiler.report.model import Location, ProfileMeta, SourceLine, StackSet, period_is_nanoseconds
+from profiler.report.render import utf8
+from profiler.names import UNKNOWN
 
 PROCESSED_PROFILE_VERSION = 57
 GECKO_PROFILE_VERSION = 31
@@ -53,11 +51,11 @@ CHUNK = 1 << 16  # samples formatted per write
 
 @dataclass
 class FirefoxInput:
-    profiles: Sequence[Profile]
-    header: dict[str, Any]
-    build_ids: dict[str, str] = field(default_factory=dict)
-    kernel_build_id: str | None = None
-    start_time_ns: int = 0
+    """One :class:`StackSet` per event, each with its locations and its timeline, and
+    the machine facts of the capture's header (arch, kernel release, CPUs, command)."""
+
+    profiles: Sequence[StackSet]
+    header: dict[str, Any] = field(default_factory=dict)
 
 
 def breakpad_id(build_id: str) -> str:
@@ -74,6 +72,7 @@ class _Strings:
         self._ids: dict[str, int] = {}
 
     def __call__(self, text: str) -> int:
+        text = utf8.text(text)
         found = self._ids.get(text)
         if found is None:
             found = len(self.array)
@@ -83,18 +82,18 @@ class _Strings:
 
 
 class _Libs:
-    def __init__(self, data: FirefoxInput, arch: str) -> None:
-        self.data = data
+    def __init__(self, arch: str) -> None:
         self.arch = arch
         self.libs: list[dict[str, Any]] = []
         self._ids: dict[str, int] = {}
 
-    def index(self, path: str, kind: str) -> int | None:
-        if kind == "unknown" or path in ("", "[unknown]"):
+    def index(self, loc: Location) -> int | None:
+        path = loc.mapping.path
+        if loc.kind == "unknown" or path in ("", UNKNOWN):
             return None
         found = self._ids.get(path)
         if found is None:
-            bid = self.data.kernel_build_id if kind == "kernel" else self.data.build_ids.get(path)
+            bid = loc.mapping.build_id
             name = os.path.basename(path) or path
             found = len(self.libs)
             self.libs.append({"arch": self.arch, "name": name, "path": path, "debugName": name,
@@ -113,20 +112,19 @@ def _table(**columns: list[Any]) -> dict[str, Any]:
 class _Thread:
     """The tables of one thread, built from the distinct stacks its samples use."""
 
-    def __init__(self, profile: Profile, strings: _Strings, libs: _Libs) -> None:
-        self.profile = profile
+    def __init__(self, strings: _Strings, libs: _Libs) -> None:
         self.s = strings
         self.libs = libs
-        self.funcs: dict[int, int] = {}
+        self.funcs: dict[tuple[str, str], int] = {}
         self.func_cols: dict[str, list[Any]] = {k: [] for k in (
             "name", "isJS", "relevantForJS", "resource", "fileName", "lineNumber", "columnNumber")}
-        self.frames: dict[tuple[int, int, int, int], int] = {}
+        self.frames: dict[tuple[Any, ...], int] = {}
         self.frame_cols: dict[str, list[Any]] = {k: [] for k in (
             "address", "inlineDepth", "category", "subcategory", "func", "nativeSymbol", "innerWindowID",
             "line", "column")}
         self.resources: dict[str, int] = {}
         self.res_cols: dict[str, list[Any]] = {"lib": [], "name": [], "host": [], "type": []}
-        self.symbols: dict[tuple[int, int], int] = {}
+        self.symbols: dict[tuple[str, int, int], int] = {}
         self.sym_cols: dict[str, list[Any]] = {"libIndex": [], "address": [], "name": [], "functionSize": []}
         self.stacks: dict[tuple[int, int], int] = {}
         self.stack_cols: dict[str, list[Any]] = {"frame": [], "prefix": []}
@@ -142,116 +140,96 @@ class _Thread:
             self.resources[path] = found
         return found
 
-    def func(self, frame_id: int, lib: int | None) -> int:
-        found = self.funcs.get(frame_id)
+    def func(self, line: SourceLine, loc: Location, lib: int | None) -> int:
+        key = (line.label, loc.mapping.path)
+        found = self.funcs.get(key)
         if found is None:
-            f = self.profile.frames[frame_id]
             found = len(self.func_cols["name"])
             c = self.func_cols
-            c["name"].append(self.s(function_name(f, self.profile.demangle)))
+            c["name"].append(self.s(line.label))
             c["isJS"].append(False)
             c["relevantForJS"].append(False)
-            c["resource"].append(-1 if lib is None else self.resource(f.dso_path, lib))
+            c["resource"].append(-1 if lib is None else self.resource(loc.mapping.path, lib))
             c["fileName"].append(None)
             c["lineNumber"].append(None)
             c["columnNumber"].append(None)
-            self.funcs[frame_id] = found
+            self.funcs[key] = found
         return found
 
-    def symbol(self, frame_id: int, lib: int, start: int) -> int:
-        key = (frame_id, start)
+    def symbol(self, name: str, lib: int, start: int) -> int:
+        key = (name, lib, start)
         found = self.symbols.get(key)
         if found is None:
-            f = self.profile.frames[frame_id]
             found = len(self.sym_cols["name"])
             self.sym_cols["libIndex"].append(lib)
             self.sym_cols["address"].append(start)
-            self.sym_cols["name"].append(self.s(function_name(f, self.profile.demangle)))
+            self.sym_cols["name"].append(self.s(name))
             self.sym_cols["functionSize"].append(None)
             self.symbols[key] = found
         return found
 
-    def frame(self, frame_id: int, address: int, offset: int, depth: int, srcline: int = -1,
-              entry: int = -1) -> int:
-        """The frame-table index of one stack entry (``entry``, its index in the profile's
-        stack table, gives the function's start line)."""
-        key = (frame_id, address, depth, srcline)
+    def frame(self, loc: Location, line: SourceLine, depth: int) -> int:
+        """The frame-table index of one line of a location at inline depth ``depth``."""
+        key = (line.label, loc.mapping.path, loc.kind, loc.rel_address, depth, line.file, line.line)
         found = self.frames.get(key)
         if found is None:
-            f = self.profile.frames[frame_id]
-            lib = self.libs.index(f.dso_path, f.kind)
+            lib = self.libs.index(loc)
             c = self.frame_cols
             found = len(c["func"])
-            file, line = self.source(srcline)
-            func = self.func(frame_id, lib)
-            if file is not None and self.func_cols["fileName"][func] is None:
-                self.func_cols["fileName"][func] = self.s(file)  # the file the function's code is in
-                self.func_cols["lineNumber"][func] = self.profile.function_line(entry) if entry >= 0 else None
-            c["address"].append(address if lib is not None else -1)
+            func = self.func(line, loc, lib)
+            if line.file is not None and line.line is not None and self.func_cols["fileName"][func] is None:
+                self.func_cols["fileName"][func] = self.s(line.file)  # the file the function's code is in
+                self.func_cols["lineNumber"][func] = line.function_line
+            c["address"].append(loc.rel_address if lib is not None else -1)
             c["inlineDepth"].append(depth)
-            c["category"].append(CATEGORY_OF_KIND.get(f.kind, 0))
+            c["category"].append(CATEGORY_OF_KIND.get(loc.kind, 0))
             c["subcategory"].append(0)
             c["func"].append(func)
-            c["nativeSymbol"].append(self.symbol(frame_id, lib, address - offset)
-                                     if lib is not None and f.resolved and not f.inlined else None)
+            c["nativeSymbol"].append(self.symbol(line.label, lib, loc.rel_address - loc.offset)
+                                     if lib is not None and loc.resolved and depth == 0 else None)
             c["innerWindowID"].append(None)
-            c["line"].append(line)
+            c["line"].append(line.line if line.file is not None else None)
             c["column"].append(None)
             self.frames[key] = found
         return found
 
-    def source(self, srcline: int) -> tuple[str | None, int | None]:
-        """(file, line) of a source line id of the profile, (None, None) without one."""
-        if srcline < 0:
-            return None, None
-        file, _, number = self.profile.srclines[srcline].rpartition(":")
-        return (file, int(number)) if file and number.isdigit() else (None, None)
-
-    def stack(self, k: int) -> int:
-        """The stack-table index of distinct stack ``k`` (root first in the prefix tree). An
-        address inside inlined code has the function holding it at inline depth 0, then the
-        inlined functions at depths 1, 2, ... (the stack table stores them innermost first)."""
-        t = self.profile.stack_table
-        lo, hi = int(t.start[k]), int(t.start[k + 1])
+    def stack(self, locations: Sequence[Location]) -> int:
+        """The stack-table index of one stack (root first in the prefix tree). An address
+        inside inlined code has the function holding it at inline depth 0, then the inlined
+        functions at depths 1, 2, ..."""
         prefix: int | None = None
-        depth, last_addr = 0, None
-        for j in range(hi - 1, lo - 1, -1):  # stored leaf first
-            fid, addr = int(t.frames[j]), int(t.addrs[j])
-            inlined = self.profile.frames[fid].inlined
-            depth = depth + 1 if inlined and addr == last_addr else 0
-            last_addr = addr
-            fr = self.frame(fid, int(t.shown[j]), int(t.offsets[j]), depth,
-                            int(t.srclines[j]) if t.srclines is not None else -1, j)
-            key = (-1 if prefix is None else prefix, fr)
-            node = self.stacks.get(key)
-            if node is None:
-                node = len(self.stack_cols["frame"])
-                self.stack_cols["frame"].append(fr)
-                self.stack_cols["prefix"].append(prefix)
-                self.stacks[key] = node
-            prefix = node
+        for loc in locations:
+            for depth, line in enumerate(reversed(loc.lines)):
+                fr = self.frame(loc, line, depth)
+                key = (-1 if prefix is None else prefix, fr)
+                node = self.stacks.get(key)
+                if node is None:
+                    node = len(self.stack_cols["frame"])
+                    self.stack_cols["frame"].append(fr)
+                    self.stack_cols["prefix"].append(prefix)
+                    self.stacks[key] = node
+                prefix = node
         assert prefix is not None
         return prefix
 
 
-def _interval_ms(attr: dict[str, Any], event: str) -> float:
-    period = float(attr.get("sample_period", 0) or 0)
-    if attr.get("freq") and period:
+def _interval_ms(meta: ProfileMeta) -> float:
+    period = float(meta.sample_period)
+    if meta.freq and period:
         return 1000.0 / period
-    if period and period_is_nanoseconds(event):
+    if period and period_is_nanoseconds(meta.event):
         return period / 1e6
     return 1.0
 
 
 def _meta(data: FirefoxInput, arch: str, start_ms: float, end_ms: float, clock: bool) -> dict[str, Any]:
     h = data.header
-    first = data.profiles[0]
-    attr = next((e.get("attr") or {} for e in h.get("events") or [] if e.get("name") == first.event), {})
+    first = data.profiles[0].meta
     target = h.get("target") or {}
     command = " ".join(str(c) for c in target.get("command") or h.get("cmdline") or [])
     perf = h.get("perf_data") or {}
     meta: dict[str, Any] = {
-        "interval": _interval_ms(attr, first.event),
+        "interval": _interval_ms(first),
         "startTime": start_ms,
         "profilingStartTime": 0,
         "profilingEndTime": end_ms,
@@ -291,15 +269,16 @@ def write_firefox(data: FirefoxInput, out: TextIO) -> None:
     h = data.header
     arch = str(h.get("arch") or "")
     strings = _Strings()
-    libs = _Libs(data, arch)
-    clock0 = data.profiles[0]
-    origin_ns = min(int(p.samples.time.min()) for p in data.profiles if len(p.samples))
-    last_ns = max(int(p.samples.time.max()) for p in data.profiles if len(p.samples))
-    start_ms = (data.start_time_ns + (origin_ns - _perf_start(h, origin_ns))) / 1e6 if data.start_time_ns else 0.0
+    libs = _Libs(arch)
+    sampled = [p.meta for p in data.profiles if p.timeline is not None and len(p.timeline)]
+    origin_ns = min((m.first_time_ns for m in sampled), default=0)
+    last_ns = max((m.last_time_ns for m in sampled), default=0)
+    first = data.profiles[0].meta
+    start_ms = (first.start_time_ns + (origin_ns - _perf_start(h, origin_ns))) / 1e6 if first.start_time_ns else 0.0
     threads = []
-    for profile in data.profiles:
-        threads.extend(_threads_of(profile, strings, libs, origin_ns))
-    clock = period_is_nanoseconds(clock0.event)
+    for n, profile in enumerate(data.profiles):
+        threads.extend(_threads_of(profile, strings, libs, origin_ns, n > 0))
+    clock = period_is_nanoseconds(first.event)
     meta = _meta(data, arch, start_ms, (last_ns - origin_ns) / 1e6, clock)
     out.write('{"meta":')
     json.dump(meta, out, separators=(",", ":"))
@@ -328,38 +307,39 @@ class _Samples:
     origin_ns: int
 
 
-def _threads_of(profile: Profile, strings: _Strings, libs: _Libs,
-                origin_ns: int) -> list[tuple[dict[str, Any], _Samples]]:
-    s = profile.samples
-    if not len(s):
+def _threads_of(profile: StackSet, strings: _Strings, libs: _Libs, origin_ns: int,
+                name_event: bool) -> list[tuple[dict[str, Any], _Samples]]:
+    """One thread per thread id of the profile (``name_event``: its event in its name)."""
+    tl = profile.timeline
+    if tl is None or not len(tl):
         return []
+    stacks = profile.stacks
+    tid_of = np.asarray([st.tid for st in stacks], dtype=np.int64)[tl.stack]
+    pid_of = np.asarray([st.pid for st in stacks], dtype=np.int64)[tl.stack]
+    process_start = {int(pid): int(tl.time_ns[pid_of == pid].min()) for pid in np.unique(pid_of).tolist()}
+    names = dict(profile.meta.thread_names)
     out = []
-    tids = np.unique(s.tid)
-    process_start: dict[int, int] = {}
-    for pid in np.unique(s.pid).tolist():
-        process_start[int(pid)] = int(s.time[s.pid == pid].min())
-    multi = profile.event != profile.event_names[0] if profile.event_names else False
-    for tid in tids.tolist():
-        idx = np.flatnonzero(s.tid == tid)
-        pid = int(s.pid[idx[0]])
-        th = _Thread(profile, strings, libs)
-        used = np.unique(profile.stack[idx])
-        local = {int(k): th.stack(int(k)) for k in used.tolist()}
+    for tid in np.unique(tid_of).tolist():
+        idx = np.flatnonzero(tid_of == tid)
+        first = stacks[int(tl.stack[idx[0]])]
+        pid = first.pid
+        th = _Thread(strings, libs)
+        used = np.unique(tl.stack[idx])
         lut = np.zeros(int(used.max()) + 1, dtype=np.int64)
-        for k, v in local.items():
-            lut[k] = v
-        comm = profile.comm_names[int(profile.comm[idx[-1]])]
-        name = f"{comm} ({profile.event})" if multi else comm
+        for k in used.tolist():
+            lut[k] = th.stack(stacks[k].locations)
+        comm = names.get(tid, first.comm)
+        name = f"{comm} ({profile.meta.event})" if name_event else comm
         thread = {
             "processType": "default",
             "processStartupTime": (process_start[pid] - origin_ns) / 1e6,
             "processShutdownTime": None,
-            "registerTime": (int(s.time[idx[0]]) - origin_ns) / 1e6,
+            "registerTime": (int(tl.time_ns[idx[0]]) - origin_ns) / 1e6,
             "unregisterTime": None,
             "pausedRanges": [],
             "name": name,
             "isMainThread": tid == pid,
-            "processName": comm if tid == pid else profile.comm_names[int(profile.comm[idx[0]])],
+            "processName": comm if tid == pid else first.comm,
             "pid": str(pid),
             "tid": int(tid),
             "markers": _empty_markers(),
@@ -369,7 +349,7 @@ def _threads_of(profile: Profile, strings: _Strings, libs: _Libs,
             "resourceTable": _table(**th.res_cols),
             "nativeSymbols": _table(**th.sym_cols),
         }
-        out.append((thread, _Samples(lut[profile.stack[idx]], s.time[idx], s.period[idx], origin_ns)))
+        out.append((thread, _Samples(lut[tl.stack[idx]], tl.time_ns[idx], tl.period[idx], origin_ns)))
     return out
 
 

@@ -24,11 +24,13 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal, TextIO
 
+from profiler.report.render import utf8
 from profiler.errors import UsageError
+from profiler.names import UNKNOWN
 from profiler.report.model import (
     Frame,
     ProfileMeta,
-    StackProfile,
+    StackSet,
     StackSample,
     Weight,
     period_is_nanoseconds,
@@ -196,7 +198,7 @@ def group_frame(stack: StackSample, group_by: GroupBy) -> Frame | None:
     """The synthetic frame under the root for ``stack``'s thread, or None."""
     if group_by == "none":
         return None
-    comm = stack.comm or "[unknown]"
+    comm = stack.comm or UNKNOWN
     label = {"comm": comm, "pid": f"{comm}-{stack.pid}", "tid": f"{comm}-{stack.pid}/{stack.tid}"}
     return Frame(name=label[group_by], dso="", kind=PROCESS_KIND)
 
@@ -393,12 +395,12 @@ def render_flamegraph(
 ) -> None:
     """Write the self-contained HTML page for ``tree`` to ``stream``."""
     page_title = title if title is not None else meta.title
-    data = json.dumps(
+    data = utf8.json_text(json.dumps(
         tree_payload(tree, meta, page_title), separators=(",", ":"), ensure_ascii=True
-    ).translate(_SCRIPT_UNSAFE)
+    )).translate(_SCRIPT_UNSAFE)
     values = {
-        "TITLE": html.escape(page_title),
-        "SUBTITLE": html.escape(subtitle(tree, meta)),
+        "TITLE": html.escape(utf8.text(page_title)),
+        "SUBTITLE": html.escape(utf8.text(subtitle(tree, meta))),
         "CSS": read_asset("flamegraph.css"),
         "JS": read_asset("flamegraph.js"),
         "DATA": data,
@@ -407,7 +409,7 @@ def render_flamegraph(
     stream.write(_PLACEHOLDER.sub(lambda m: values[m.group(1)], template))
 
 
-def write(profile: StackProfile, stream: TextIO, options: FlameGraphOptions = FlameGraphOptions()) -> FlameTree:
+def write(profile: StackSet, stream: TextIO, options: FlameGraphOptions = FlameGraphOptions()) -> FlameTree:
     """The renderer protocol: build the tree from the profile's stacks, write the page to
     ``stream``; the tree is returned for tests."""
     tree = build_flame_tree(profile.stacks, options)

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
-from profiler.report.model import UNKNOWN, Frame, StackProfile, StackSample, Weight
+from profiler.report.model import Frame, StackSet, StackSample, Weight
+from profiler.names import UNKNOWN
 
 KIND_SUFFIX: dict[str, str] = {"kernel": "_[k]", "jit": "_[j]"}
 
@@ -71,7 +72,7 @@ def frame_label(frame: Frame, options: FoldedOptions) -> str:
 def thread_label(stack: StackSample, options: FoldedOptions) -> str:
     """The first frame: the command name (spaces become ``_``, as stackcollapse-perf does),
     with the pid and tid when asked for."""
-    comm = clean_name(stack.comm).replace(" ", "_") or "[unknown]"
+    comm = clean_name(stack.comm).replace(" ", "_") or UNKNOWN
     if options.include_tid:
         return f"{comm}-{stack.pid}/{stack.tid}"
     if options.include_pid:
@@ -112,6 +113,6 @@ def render_folded(lines: Iterable[tuple[str, int]], stream: TextIO) -> None:
     stream.writelines(f"{line} {weight}\n" for line, weight in lines)
 
 
-def write(profile: StackProfile, stream: TextIO, options: FoldedOptions = FoldedOptions()) -> None:
+def write(profile: StackSet, stream: TextIO, options: FoldedOptions = FoldedOptions()) -> None:
     """The renderer protocol: fold the profile's stacks and write them to ``stream``."""
     render_folded(fold_stacks(profile.stacks, options), stream)

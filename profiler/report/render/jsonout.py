@@ -24,14 +24,14 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from profiler.report.aggregate import FlatProfile, FlatRow
-from profiler.report.callgraph import CallNode
+from profiler.report.render import utf8
+from profiler.report.aggregate import ReportRows, ReportRow
+from profiler.report.callgraph import CallNode, PerfReport
 
-TreeOf = Callable[[int], list[CallNode]]
 FrameFields = Callable[[int], tuple[str, str]]
 
 
-def row_dict(flat: FlatProfile, row: FlatRow) -> dict[str, Any]:
+def row_dict(flat: ReportRows, row: ReportRow) -> dict[str, Any]:
     """One row as plain JSON data."""
     out: dict[str, Any] = {
         "children": round(flat.percent(row.children_period), 4) if flat.children else None,
@@ -69,13 +69,13 @@ def tree_json(nodes: list[CallNode], total: int, frame: FrameFields,
     return out
 
 
-def profile_dict(flat: FlatProfile, tree_of: TreeOf | None = None,
-                 frame: FrameFields | None = None, srclines: Sequence[str] = ()) -> dict[str, Any]:
+def profile_dict(report: PerfReport) -> dict[str, Any]:
+    flat, graph = report.flat, report.graph
     rows = []
     for i, row in enumerate(flat.rows):
         d = row_dict(flat, row)
-        if tree_of is not None and frame is not None:
-            d["callgraph"] = tree_json(tree_of(i), flat.total_period, frame, srclines)
+        if graph is not None:
+            d["callgraph"] = tree_json(graph.trees[i], flat.total_period, graph.names.__getitem__, graph.srclines)
         rows.append(d)
     return {
         "event": flat.event,
@@ -89,7 +89,6 @@ def profile_dict(flat: FlatProfile, tree_of: TreeOf | None = None,
     }
 
 
-def render_json(out: TextIO, flat: FlatProfile, tree_of: TreeOf | None = None,
-                frame: FrameFields | None = None, srclines: Sequence[str] = ()) -> None:
-    json.dump(profile_dict(flat, tree_of, frame, srclines), out, indent=1, ensure_ascii=False)
+def write(report: PerfReport, out: TextIO) -> None:
+    out.write(utf8.json_text(json.dumps(profile_dict(report), indent=1, ensure_ascii=False)))
     out.write("\n")

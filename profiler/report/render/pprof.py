@@ -1,8 +1,9 @@
 """pprof export: a gzipped ``perftools.profiles.Profile`` (``profile.proto``).
 
 The format of ``go tool pprof``, Pyroscope (``/ingest?format=pprof``) and Parca. Built from
-loaded profiles (one per event of the capture), aggregated first, so its size grows with the
-distinct (stack, thread) pairs, not with the samples:
+the frame model (:mod:`profiler.report.model`: one :class:`StackSet` per event of the
+capture, its stacks with their :class:`Location` s), so its size grows with the distinct
+(stack, thread) pairs, not with the samples:
 
 * ``sample_type``: two values per event, its sample count and its period sum; a clock event
   (cpu-clock, task-clock) counts ``cpu``/``nanoseconds``, the Go convention Pyroscope maps to
@@ -24,32 +25,23 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO
+from dataclasses import dataclass
+from typing import Any, BinaryIO
 
-import numpy as np
-
+from profiler.report.render import utf8
 from profiler import __version__
 from profiler.errors import ReportError
-from profiler.format.decode.decoder import period_total
-from profiler.report.model import period_is_nanoseconds
+from profiler.report.model import Location, StackSet, period_is_nanoseconds
+from profiler.names import UNKNOWN
 
-if TYPE_CHECKING:
-    from profiler.report.load import Profile
-
-KERNEL_DSO = "[kernel.kallsyms]"
-NO_MAPPING = ("[unknown]", "")
+NO_MAPPING = (UNKNOWN, "")
 
 
 @dataclass
 class PprofInput:
-    """What the pprof writer needs: the loaded profile of each event, and capture facts."""
+    """What the pprof writer needs: the stacks of each event (with locations), and notes."""
 
-    profiles: Sequence[Profile]
-    attrs: Sequence[dict[str, Any]]  # perf_event_attr of each profile's event
-    build_ids: dict[str, str] = field(default_factory=dict)  # DSO path -> hex
-    kernel_build_id: str | None = None
-    start_time_ns: int = 0
+    profiles: Sequence[StackSet]
     comments: Sequence[str] = ()
 
 
@@ -59,6 +51,7 @@ class _Strings:
         self._ids: dict[str, int] = {"": 0}
 
     def __call__(self, text: str) -> int:
+        text = utf8.text(text)  # protobuf strings are UTF-8
         found = self._ids.get(text)
         if found is None:
             found = len(self.table)
@@ -79,17 +72,16 @@ class _Builder:
         self.locations: dict[tuple[int, int, tuple[tuple[int, int], ...]], int] = {}
         self.samples: dict[tuple[tuple[int, ...], int, int, str], list[int]] = {}
 
-    def mapping(self, path: str, kind: str, address: int) -> int:
-        if path in NO_MAPPING or kind == "unknown":
+    def mapping(self, path: str, kind: str, address: int, build_id: str | None = None) -> int:
+        if path in NO_MAPPING:
             return 0
         m = self.mappings.get(path)
         if m is None:
             m = self.prof.mapping.add(id=len(self.mappings) + 1, memory_start=0, memory_limit=1,
                                       filename=self.s(path), has_functions=True)
-            bid = self.data.kernel_build_id if path == KERNEL_DSO else self.data.build_ids.get(path)
-            if bid:
-                m.build_id = self.s(bid)
             self.mappings[path] = m
+        if build_id and not m.build_id:
+            m.build_id = self.s(build_id)
         m.memory_limit = max(m.memory_limit, address + 1)
         return int(m.id)
 
@@ -125,67 +117,32 @@ class _Builder:
             self.locations[key] = lid
         return lid
 
-    def line_of(self, profile: Profile, frame_id: int, srcline: int, entry: int) -> tuple[int, int]:
-        """(function id, line number) of one stack entry (``entry``: its index in the
-        profile's stack table)."""
-        f = profile.frames[frame_id]
-        label = function_name(f, profile.demangle)
-        source, line = None, 0
-        if 0 <= srcline < len(profile.srclines):
-            where, _, number = profile.srclines[srcline].rpartition(":")
-            if where and number.isdigit():
-                source, line = where, int(number)
-        start = profile.function_line(entry) if source is not None else None
-        return self.function(label, f.symbol if f.symbol is not None else label, f.dso_path, source, start), line
+    def stack_locations(self, locations: Sequence[Location]) -> tuple[int, ...]:
+        """Location ids, leaf first, of one stack (its model locations are root first): the
+        lines of one address (inlined functions, innermost first, then the function that
+        holds them) make one Location with several Lines."""
+        ids = []
+        for loc in reversed(locations):
+            lines = tuple((self.function(*function_of(line, loc)), line.line or 0) for line in loc.lines)
+            mapping = self.mapping(loc.mapping.path, loc.kind, loc.rel_address, loc.mapping.build_id)
+            ids.append(self.location(mapping, loc.rel_address, lines))
+        return tuple(ids)
 
-    def stack_locations(self, profile: Profile) -> list[tuple[int, ...]]:
-        """Location ids (leaf first) of every distinct stack of ``profile``: the entries of
-        one address (inlined functions, innermost first, then the function that holds them)
-        make one Location with several Lines."""
-        table = profile.stack_table
-        start = table.start.tolist()
-        frames, shown, addrs = table.frames.tolist(), table.shown.tolist(), table.addrs.tolist()
-        lines = table.srclines.tolist() if table.srclines is not None else [-1] * len(frames)
-        inlined = [profile.frames[i].inlined for i in range(len(profile.frames))]
-        out = []
-        for k in range(len(start) - 1):
-            ids: list[int] = []
-            j, end = start[k], start[k + 1]
-            while j < end:
-                first = j
-                while j + 1 < end and inlined[frames[j]] and addrs[j + 1] == addrs[first]:
-                    j += 1  # inlined frames, then the function at the same address
-                group = tuple(self.line_of(profile, frames[i], lines[i], i) for i in range(first, j + 1))
-                f = profile.frames[frames[j]]
-                ids.append(self.location(self.mapping(f.dso_path, f.kind, shown[j]), shown[j], group))
-                j += 1
-            out.append(tuple(ids))
-        return out
-
-    def add_event(self, index: int, n_events: int, profile: Profile) -> None:
-        s = profile.samples
-        if not len(s):
-            return
-        stacks = self.stack_locations(profile)
-        stack, tid, pid, comm = profile.stack, s.tid.astype(np.int64), s.pid.astype(np.int64), profile.comm
-        order = np.lexsort((comm, tid, stack))
-        st, td, cm = stack[order], tid[order], comm[order]
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = (st[1:] != st[:-1]) | (td[1:] != td[:-1]) | (cm[1:] != cm[:-1])
-        starts = np.flatnonzero(first)
-        counts = np.diff(np.append(starts, len(order)))
-        if period_total(s.period) >= INT64_LIMIT:
-            raise ReportError(f"the periods of event '{profile.event}' add up to 2^63 or more, past the signed "
-                              f"64-bit values of pprof: this capture cannot be exported to pprof.")
-        periods = np.add.reduceat(s.period[order].astype(np.int64), starts)
-        names = profile.comm_names
-        for j, pos in enumerate(starts.tolist()):
-            key = (stacks[int(st[pos])], int(td[pos]), int(pid[order[pos]]), names[int(cm[pos])])
+    def add_event(self, index: int, n_events: int, profile: StackSet) -> None:
+        if profile.meta.total_period >= INT64_LIMIT:
+            raise ReportError(f"the periods of event '{profile.meta.event}' add up to 2^63 or more, past the "
+                              f"signed 64-bit values of pprof: this capture cannot be exported to pprof.")
+        built: dict[tuple[Location, ...], tuple[int, ...]] = {}
+        for st in profile.stacks:
+            locs = built.get(st.locations)
+            if locs is None:
+                locs = built[st.locations] = self.stack_locations(st.locations)
+            key = (locs, st.tid, st.pid, st.comm)
             values = self.samples.get(key)
             if values is None:
                 values = self.samples[key] = [0] * (2 * n_events)
-            values[2 * index] += int(counts[j])
-            values[2 * index + 1] += int(periods[j])
+            values[2 * index] += st.samples
+            values[2 * index + 1] += st.period
 
     def finish(self) -> Any:
         s, prof = self.s, self.prof
@@ -198,11 +155,12 @@ class _Builder:
         return prof
 
 
-def function_name(f: Any, demangle: bool) -> str:
-    """A frame's function as the reports name it, without the "(inlined)" mark: the
-    exports say it with their own structure (several Lines, inline depths)."""
-    label: str = f.label(demangle)
-    return label.removesuffix(" (inlined)") if f.inlined else label
+def function_of(line: Any, loc: Location) -> tuple[str, str, str, str | None, int | None]:
+    """The Function of one line of a location: (name, system name, the DSO's path, source
+    file, start line); an unresolved frame is named as the reports name it (its address)."""
+    system = line.system_name or line.function
+    name = system if line.function == UNKNOWN else line.function
+    return name, system, loc.mapping.path, line.file if line.line else None, line.function_line
 
 
 def sample_types(events: Sequence[str]) -> list[tuple[str, str]]:
@@ -223,26 +181,26 @@ def build_pprof(data: PprofInput) -> Any:
     from profiler.report.render.proto import profile_pb2 as pb
 
     b = _Builder(pb, data)
-    events = [p.event for p in data.profiles]
-    types = sample_types(events)
+    metas = [p.meta for p in data.profiles]
+    types = sample_types([m.event for m in metas])
     for t, u in types:
         b.prof.sample_type.add(type=b.s(t), unit=b.s(u))
     main = _main_binary(data.profiles)
     if main is not None:
-        b.mapping(main, "user", 0)  # mapping[0] is the main binary, by pprof's convention
+        b.mapping(*main)  # mapping[0] is the main binary, by pprof's convention
     for i, profile in enumerate(data.profiles):
         b.add_event(i, len(data.profiles), profile)
     prof = b.finish()
-    first = data.profiles[0]
+    first = metas[0]
     prof.default_sample_type = b.s(types[1][0])
     prof.period_type.type, prof.period_type.unit = b.s(types[1][0]), b.s(types[1][1])
-    prof.period = _period(data.attrs[0], first.event)
-    times = [p.samples.time for p in data.profiles if len(p.samples)]
-    if data.start_time_ns and int(data.start_time_ns) < INT64_LIMIT:
-        prof.time_nanos = int(data.start_time_ns)
-    if times:
-        duration = max(int(t.max()) for t in times) - min(int(t.min()) for t in times)
-        if duration < INT64_LIMIT:  # sample times of a damaged capture can be any u64
+    prof.period = _period(first.sample_period, first.freq, first.event)
+    if first.start_time_ns and first.start_time_ns < INT64_LIMIT:
+        prof.time_nanos = first.start_time_ns
+    sampled = [m for m in metas if m.total_samples]
+    if sampled:
+        duration = max(m.last_time_ns for m in sampled) - min(m.first_time_ns for m in sampled)
+        if 0 <= duration < INT64_LIMIT:  # sample times of a damaged capture can be any u64
             prof.duration_nanos = duration
     for text in (f"profiler {__version__}", *data.comments):
         prof.comment.append(b.s(text))
@@ -250,26 +208,31 @@ def build_pprof(data: PprofInput) -> Any:
     return prof
 
 
-def _main_binary(profiles: Sequence[Profile]) -> str | None:
-    """The user-space executable (not a shared library) with the most leaf samples."""
+def _main_binary(profiles: Sequence[StackSet]) -> tuple[str, str, int, str | None] | None:
+    """The user-space executable (not a shared library) with the most leaf samples: its
+    mapping's (path, kind, address 0, build-id)."""
     hits: dict[str, int] = {}
+    build_ids: dict[str, str | None] = {}
     for p in profiles:
-        if not len(p.samples) or not p.num_stacks:
-            continue
-        leaf = p.leaf_frames()[p.stack]
-        for fid, n in enumerate(np.bincount(leaf, minlength=len(p.frames)).tolist()):
-            f = p.frames[fid]
-            if n and f.kind == "user" and f.dso_path.startswith("/") and ".so" not in f.dso:
-                hits[f.dso_path] = hits.get(f.dso_path, 0) + n
-    return max(sorted(hits), key=lambda k: hits[k]) if hits else None
+        for st in p.stacks:
+            if not st.locations:
+                continue
+            leaf = st.locations[-1]
+            path = leaf.mapping.path
+            if leaf.kind == "user" and path.startswith("/") and ".so" not in leaf.dso:
+                hits[path] = hits.get(path, 0) + st.samples
+                build_ids[path] = leaf.mapping.build_id
+    if not hits:
+        return None
+    main = max(sorted(hits), key=lambda k: hits[k])
+    return main, "user", 0, build_ids[main]
 
 
 INT64_LIMIT = 1 << 63  # pprof's numbers are int64
 
 
-def _period(attr: dict[str, Any], event: str) -> int:
-    period = int(attr.get("sample_period", 0) or 0)
-    if attr.get("freq") and period:
+def _period(period: int, freq: bool, event: str) -> int:
+    if freq and period:
         return 1_000_000_000 // period if period_is_nanoseconds(event) else 0
     return period if period < INT64_LIMIT else 0  # not a number pprof can hold: unknown
 

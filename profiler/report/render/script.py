@@ -20,7 +20,9 @@ from collections.abc import Iterator
 from typing import TextIO
 
 
-from profiler.report.load import Profile
+from profiler.report.render import utf8
+from profiler.report.profile import Profile
+from profiler.names import UNKNOWN
 
 
 def frame_line(profile: Profile, k: int, srcline: bool = False) -> str:
@@ -111,7 +113,9 @@ def parse_fields(text: str | None, tracepoint: bool, chains: bool = True) -> tup
     if text is None:
         if not tracepoint:
             return None
-        return TRACEPOINT_FIELDS if chains else tuple(f for f in TRACEPOINT_FIELDS if f not in ("ip", "sym", "symoff", "dso"))
+        if chains:
+            return TRACEPOINT_FIELDS
+        return tuple(f for f in TRACEPOINT_FIELDS if f not in ("ip", "sym", "symoff", "dso"))
     names = [p.strip() for p in text.split(",") if p.strip()]
     if not names:
         raise UsageError(f"-F needs fields, a comma-separated list of {', '.join(FIELDS)}.")
@@ -212,7 +216,7 @@ def _field_frame(profile: Profile, k: int, f: set[str], raw_ip: bool = False) ->
     if "ip" in f:
         parts.append(f"{int(t.addrs[k] if raw_ip else t.shown[k]):16x}")
     if "sym" in f:
-        name = "[unknown]" if fr.symbol is None else fr.name(profile.demangle)
+        name = UNKNOWN if fr.symbol is None else fr.name(profile.demangle)
         if "symoff" in f and fr.symbol is not None and not fr.inlined:
             name += f"+0x{int(t.offsets[k]):x}"
         parts.append(name)
@@ -244,4 +248,4 @@ def render_json_lines(out: TextIO, profile: Profile) -> None:
         if fmt is not None and profile.raw is not None:
             obj["trace"] = {k: (v.hex() if isinstance(v, bytes) else v)
                             for k, v in fmt.decode(profile.raw[i], profile.byte_order).items()}
-        out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        out.write(utf8.json_text(json.dumps(obj, separators=(",", ":"))) + "\n")

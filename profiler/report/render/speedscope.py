@@ -17,13 +17,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
+from profiler.report.render import utf8
 from profiler import __version__
 from profiler.report.model import (
     Frame,
     ProfileMeta,
-    StackProfile,
+    StackSet,
     StackSample,
-    TimelineSample,
+    Timeline,
     Weight,
     period_is_nanoseconds,
 )
@@ -132,11 +133,11 @@ def _aggregated_samples(
 
 
 def _timeline_samples(
-    stacks: Sequence[StackSample], timeline: Iterable[TimelineSample], weight: Weight, per: ProfilePer
+    stacks: Sequence[StackSample], timeline: Timeline, weight: Weight, per: ProfilePer
 ) -> dict[GroupKey, list[tuple[tuple[Frame, ...], int]]]:
     """Per group, one (frames, weight) per sample in time order."""
     out: dict[GroupKey, list[tuple[tuple[Frame, ...], int]]] = {}
-    for index, period in timeline:
+    for index, period in zip(timeline.stack.tolist(), timeline.period.tolist()):
         stack = stacks[index]
         w = period if weight == "period" else 1
         if w > 0:
@@ -148,12 +149,13 @@ def build_speedscope(
     stacks: Sequence[StackSample],
     meta: ProfileMeta,
     options: SpeedscopeOptions = SpeedscopeOptions(),
-    timeline: Iterable[TimelineSample] | None = None,
+    timeline: Timeline | None = None,
 ) -> dict[str, Any]:
     """The speedscope document as plain JSON-ready data.
 
-    ``timeline``, when given, lists every sample in time order as (index into ``stacks``,
-    period); otherwise each distinct stack is one weighted sample.
+    ``timeline``, when given, lists every sample in time order (see
+    :class:`~profiler.report.model.Timeline`); otherwise each distinct stack is one weighted
+    sample.
     """
     groups: dict[GroupKey, list[StackSample]] = {}
     for stack in stacks:
@@ -197,11 +199,11 @@ def build_speedscope(
 
 def render_speedscope(document: dict[str, Any], stream: TextIO) -> None:
     """Write a speedscope document to ``stream`` as compact JSON and a newline."""
-    json.dump(document, stream, separators=(",", ":"), ensure_ascii=True)
+    stream.write(utf8.json_text(json.dumps(document, separators=(",", ":"), ensure_ascii=True)))
     stream.write("\n")
 
 
-def write(profile: StackProfile, stream: TextIO, options: SpeedscopeOptions = SpeedscopeOptions(),
-          timeline: Iterable[TimelineSample] | None = None) -> None:
-    """The renderer protocol: build the speedscope document and write it to ``stream``."""
-    render_speedscope(build_speedscope(profile.stacks, profile.meta, options, timeline), stream)
+def write(profile: StackSet, stream: TextIO, options: SpeedscopeOptions = SpeedscopeOptions()) -> None:
+    """The renderer protocol: build the speedscope document and write it to ``stream``
+    (sample by sample when the profile carries its timeline)."""
+    render_speedscope(build_speedscope(profile.stacks, profile.meta, options, profile.timeline), stream)

@@ -6,12 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
-from profiler.report.aggregate import FlatProfile, FlatRow
-from profiler.report.callgraph import CallNode
+from profiler.report.aggregate import ReportRows, ReportRow
+from profiler.report.callgraph import PerfReport
 from profiler.report.render.callgraph_text import render_tree
-
-TreeOf = Callable[[int], list[CallNode]]
-Label = Callable[[int], str]
 
 
 def unit_number(n: int) -> str:
@@ -24,7 +21,7 @@ def unit_number(n: int) -> str:
     return f"{n}{units[i]}"
 
 
-def header_lines(flat: FlatProfile) -> list[str]:
+def header_lines(flat: ReportRows) -> list[str]:
     """perf's preamble: lost samples, sample count and event, event count."""
     return [
         "# To display the capture's header, use --header.",
@@ -39,10 +36,10 @@ def header_lines(flat: FlatProfile) -> list[str]:
     ]
 
 
-def _columns(flat: FlatProfile) -> list[tuple[str, bool, Callable[[FlatRow], str]]]:
+def columns(flat: ReportRows) -> list[tuple[str, bool, Callable[[ReportRow], str]]]:
     """(title, right-aligned?, cell) for each column, in order."""
     pct = flat.percent
-    cols: list[tuple[str, bool, Callable[[FlatRow], str]]] = []
+    cols: list[tuple[str, bool, Callable[[ReportRow], str]]] = []
     if flat.children:
         cols.append(("Children", True, lambda r: f"{pct(r.children_period):.2f}%"))
         cols.append(("Self", True, lambda r: f"{pct(r.self_period):.2f}%"))
@@ -69,12 +66,12 @@ def _columns(flat: FlatProfile) -> list[tuple[str, bool, Callable[[FlatRow], str
     return cols
 
 
-def render_table(out: TextIO, flat: FlatProfile, tree_of: TreeOf | None = None,
-                 label: Label | None = None, preamble: bool = True) -> None:
-    """Write the table; with ``tree_of`` (row index -> call tree) each row's tree follows it."""
+def write(report: PerfReport, out: TextIO, preamble: bool = True) -> None:
+    """Write the table; with a call graph each row's tree follows it."""
+    flat, graph = report.flat, report.graph
     if preamble:
         out.write("\n".join(header_lines(flat)) + "\n")
-    cols = _columns(flat)
+    cols = columns(flat)
     cells = [[cell(r) for _, _, cell in cols] for r in flat.rows]
     widths = [max([len(title)] + [len(row[i]) for row in cells]) for i, (title, _, _) in enumerate(cols)]
     if flat.children:
@@ -88,7 +85,7 @@ def render_table(out: TextIO, flat: FlatProfile, tree_of: TreeOf | None = None,
         parts = [c if j == last else (c.rjust(w) if cols[j][1] else c.ljust(w))
                  for j, (c, w) in enumerate(zip(row, widths))]
         out.write("  " + "  ".join(parts) + "\n")
-        if tree_of is not None and label is not None:
+        if graph is not None:
             weight = flat.rows[i].children_period if flat.children else flat.rows[i].self_period
-            render_tree(out, tree_of(i), weight, flat.total_period, label)
+            render_tree(out, graph.trees[i], weight, flat.total_period, graph.label)
     out.write("\n")

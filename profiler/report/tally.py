@@ -1,0 +1,565 @@
+"""A capture tallied into distinct sample rows, chunk by chunk: reports whose memory is bounded by
+the number of distinct stacks, not by the number of samples.
+
+A flat or call-graph report, a flame graph or folded stacks need, of each sample, only what
+makes it distinct — event, pid, tid, cpu, comm, map generation, cpumode and callchain (or ip
+without one) — and its period. So the capture is read in two passes:
+
+1. **Records** (:func:`tally_capture`, sequential): every chunk's record offsets, the counts by
+   type, and the non-sample records (few: MMAP, COMM, FORK, ...). These are replayed once, in
+   time order, into the map and comm change logs (``replay.replay_in_order``).
+2. **Samples** (:func:`_tally_chunk`, one call per chunk of about ``CHUNK_BYTES``): decode the
+   chunk's samples, drop those outside ``--cpu``/``--time``, place each one among the replayed
+   records by (time, file order) to get its map generation and comm, and sum the samples of
+   each distinct row (count, period; the time and file position of its last sample, for thread
+   names). A chunk's chains are hashed into its own table; the parent merges the chunks' rows
+   and chains (by the same 128-bit chain hash) as they arrive, tallying again whenever the rows
+   kept have doubled.
+
+Pass 2 runs in worker processes (``fork``; ``PROFILER_JOBS``, default: the idle CPUs this process
+may use and no other program keeps busy, at most 4: :func:`idle_cpus`) when the capture has
+several chunks, else in this process: the same function,
+the same merge, so both give identical rows. Memory is one chunk's columns per worker plus the
+distinct rows.
+
+What it cannot tally it refuses (``None``), and the caller decodes the whole capture instead:
+records without a time (captures without ``sample_id_all``), which are placed by the samples
+around them; ``--time`` in percent (of the whole capture's span) or without the capture's start.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from profiler.arrays import odd_multipliers, ranges, row_ids
+from profiler.errors import ReportError
+from profiler.format.decode.chains import ChainStore
+from profiler.format.decode.columns import ChainTable, OtherRecord, SampleColumns
+from profiler.format.decode.decoder import (
+    ChunkDecoder,
+    check_period_total,
+    count_types,
+    period_total,
+    samples_have_cpu,
+)
+from profiler.format.decode.samples import sample_word
+from profiler.errors import ProfilerError
+from profiler.format import records as R
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.scan import FileFrame
+from profiler.format.events import EventTable
+from profiler.report.options import Filters, time_bounds
+from profiler.report.replay import ReplayState, name_unknown, place_samples, replay_in_order
+
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+
+TALLY_CHUNK_BYTES = 2 << 20  # record bytes decoded at once by one process: their pages and columns
+MAX_JOBS = 4
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
+T = TypeVar("T")
+
+
+@dataclass
+class Rows:
+    """Distinct sample rows: the key columns, then ``count`` and ``period`` (sums) and the
+    (time, file position) of the row's last sample."""
+
+    event: I64
+    pid: I64
+    tid: I64
+    cpu: I64
+    comm: I64
+    gen: I64
+    misc: I64
+    chain_id: I64
+    ip: U64
+    count: I64
+    period: U64
+    last_time: U64
+    last_seq: I64
+
+    KEYS = ("event", "pid", "tid", "cpu", "comm", "gen", "misc", "chain_id", "ip")
+
+    def __len__(self) -> int:
+        return int(self.count.shape[0])
+
+    def take(self, idx: I64) -> Rows:
+        return Rows(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
+    @classmethod
+    def concat(cls, parts: list[Rows]) -> Rows:
+        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)})
+
+    def combine(self) -> Rows:
+        """One row per distinct key, summed; the last sample's time and position kept.
+
+        Rows are grouped by a 64-bit hash of their keys (one sort), and every row is then
+        checked against the first of its group: a collision (never seen, but a crafted
+        capture could make one) is tallied again by the exact keys."""
+        n = len(self)
+        if not n:
+            return self
+        h = np.zeros(n, dtype=np.uint64)
+        for k, key in enumerate(self.KEYS):
+            h += getattr(self, key).view(np.uint64) * _KEY_MULTIPLIERS[k]
+        h ^= h >> np.uint64(29)
+        order = np.argsort(h)
+        hs = h[order]
+        new = np.ones(n, dtype=bool)
+        new[1:] = hs[1:] != hs[:-1]
+        starts = np.flatnonzero(new)
+        first = order[starts]
+        group_first = first[np.cumsum(new) - 1]  # each sorted row's group's first row
+        for key in self.KEYS:
+            col = getattr(self, key)
+            if not np.array_equal(col[order], col[group_first]):
+                return self._combine_exact()
+        return self._summed(order, starts, first)
+
+    def _combine_exact(self) -> Rows:
+        ids = row_ids([getattr(self, k).view(np.int64) if k == "ip" else getattr(self, k) for k in self.KEYS])
+        order = np.argsort(ids, kind="stable")
+        g = ids[order]
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = g[1:] != g[:-1]
+        starts = np.flatnonzero(new)
+        return self._summed(order, starts, order[starts])
+
+    def _summed(self, order: I64, starts: I64, first: I64) -> Rows:
+        """Rows ``first`` (one of each group of ``order[starts[i]:starts[i + 1]]``) with the
+        group's count and period sums, and its latest (time, file position)."""
+        out = self.take(first)
+        out.count = np.add.reduceat(self.count[order], starts)
+        out.period = np.add.reduceat(self.period[order], starts)
+        t = self.last_time[order]
+        latest = np.maximum.reduceat(t, starts)
+        group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(order))))
+        seq = np.where(t == latest[group], self.last_seq[order], np.int64(-1))
+        out.last_time = latest
+        out.last_seq = np.maximum.reduceat(seq, starts)
+        return out
+
+
+# One fixed odd 64-bit multiplier per key column of Rows: the row hash.
+_KEY_MULTIPLIERS = odd_multipliers(0xF01D, len(Rows.KEYS))
+
+
+@dataclass
+class Tally:
+    """A capture's samples as distinct rows, with what a report needs besides them."""
+
+    rows: Rows
+    chains: ChainTable
+    has: frozenset[str]
+    state: ReplayState  # maps and comms (comm ids of ``rows.comm`` are its ``comm_names``)
+    recorded: I64  # samples per event, before any filter
+    counts: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    damaged_samples: int = 0
+    first_time: int = -1  # the earliest sample time of the capture (-1: no samples)
+
+    def samples(self, idx: I64) -> SampleColumns:
+        """Rows ``idx`` as sample columns (``period`` is the row's sum; ``time`` and ``seq`` its
+        last sample's), the input of the stack dedupe and resolution."""
+        r = self.rows
+        return SampleColumns(
+            event=r.event[idx].astype(np.int16), ip=r.ip[idx], pid=r.pid[idx].astype(np.int32),
+            tid=r.tid[idx].astype(np.int32), time=r.last_time[idx], cpu=r.cpu[idx].astype(np.int32),
+            period=r.period[idx], misc=r.misc[idx].astype(np.uint16), seq=r.last_seq[idx],
+            chain_id=r.chain_id[idx].astype(np.int32), chains=self.chains, has=self.has)
+
+
+@dataclass
+class _Plan:
+    """What every chunk's tally needs (inherited by the worker processes)."""
+
+    decoder: ChunkDecoder
+    chunks: list[tuple[list[FileFrame], int]]  # frames, file position of the first record
+    state: ReplayState
+    other_time: U64  # the replayed records' (time, file position), in replay order
+    other_seq: I64
+    cpus: tuple[int, ...]
+    time_ranges: tuple[tuple[int, int], ...]
+    callchains: bool
+    keep_cpu: bool
+
+
+@dataclass
+class _ChunkResult:
+    rows: Rows
+    chains: ChainTable  # the chains ``rows.chain_id`` refers to, numbered from 0 (empty)
+    recorded: I64
+    damaged: int
+    has: frozenset[str]
+    first_time: int
+    period_total: float  # of the chunk's samples, summed without wrapping (decoder.check_period_total)
+
+
+def tally_supported(header: dict[str, Any], filters: Filters) -> bool:
+    """Whether the filters can be applied chunk by chunk (see the module docstring)."""
+    if not filters.time:
+        return True
+    start = header.get("start_perf_clock_ns")
+    return isinstance(start, int) and start > 0 and all(r.unit != "%" for r in filters.time)
+
+
+@dataclass
+class Prepared:
+    """The first pass over a capture: the plan of the second, and what it found."""
+
+    plan: _Plan
+    jobs: int
+    counts: Counter[str]
+    warnings: list[str]
+    failed: int  # damaged non-sample records
+    chunk_times: list[tuple[int, int]]  # per chunk: its samples' earliest and latest time ((-1, -1): none)
+
+
+def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
+            jobs: int | None = None, chunk_bytes: int | None = None) -> Prepared | None:
+    """Pass 1 (see the module docstring); None when the capture cannot be read chunk by chunk."""
+    if not tally_supported(reader.header, filters):
+        return None
+    decoder = ChunkDecoder(reader, TALLY_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
+    check_cpu_filter(reader, decoder.events, filters)
+    frame_chunks = decoder.plan()
+    jobs = _jobs(jobs, len(frame_chunks))
+    time_word = sample_time_word(decoder)
+    warnings: list[str] = []
+    counts: Counter[str] = Counter()
+    others: list[OtherRecord] = []
+    failed = 0
+    chunks: list[tuple[list[FileFrame], int]] = []
+    chunk_times: list[tuple[int, int]] = []
+    seq0 = 0
+    for frames, scan in zip(frame_chunks, _map(lambda k: _scan_chunk(decoder, frame_chunks[k], time_word),
+                                               len(frame_chunks), jobs)):
+        for o in scan.others:
+            o.seq += seq0
+        others.extend(scan.others)
+        counts.update(scan.counts)
+        warnings.extend(scan.warnings)
+        failed += scan.failed
+        chunks.append((frames, seq0))
+        chunk_times.append(scan.times)
+        seq0 += scan.records
+    if any(o.time < 0 for o in others):
+        return None
+    others.sort(key=lambda o: (o.time, o.seq))
+    state = replay_in_order(others, reader.build_ids())
+    start = int(reader.header.get("start_perf_clock_ns") or 0)
+    plan = _Plan(decoder, chunks, state,
+                 np.asarray([o.time for o in others], dtype=np.uint64),
+                 np.asarray([o.seq for o in others], dtype=np.int64),
+                 tuple(filters.cpus or ()),
+                 tuple(time_bounds(r, np.zeros(0, np.uint64), start) for r in filters.time or ()),
+                 callchains, keep_cpu)
+    return Prepared(plan, jobs, counts, warnings, failed, chunk_times)
+
+
+def tally_capture(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
+                 jobs: int | None = None, chunk_bytes: int | None = None) -> Tally | None:
+    """The capture tallied into distinct rows after ``--cpu``/``--time`` (the entry filters are
+    the caller's: rows keep pid, tid and comm); None when it cannot be (the caller decodes the
+    whole capture). ``keep_cpu=False`` tallies the samples of every CPU together."""
+    prepared = prepare(reader, filters, callchains, keep_cpu, jobs, chunk_bytes)
+    if prepared is None:
+        return None
+    state, warnings = prepared.plan.state, prepared.warnings
+    tally = _run(prepared.plan, prepared.jobs)
+    tally.counts = prepared.counts
+    name_unknown(state, tally.rows.tid, tally.rows.comm)
+    if tally.damaged_samples:
+        warnings.append(f"{tally.damaged_samples} damaged samples (callchain longer than the record) "
+                        f"were skipped.")
+    if prepared.failed:
+        warnings.append(f"{prepared.failed} damaged non-sample records were skipped.")
+    tally.warnings = warnings
+    return tally
+
+
+def sample_time_word(decoder: ChunkDecoder) -> int | None:
+    """The word of every SAMPLE record (from its header) that holds its time, when every
+    event puts it at the same place; None otherwise (or without times)."""
+    words = {sample_word(ev.layout, "time") for ev in decoder.events.events}
+    return words.pop() if len(words) == 1 else None
+
+
+def _jobs(jobs: int | None, chunks: int) -> int:
+    if jobs is None:
+        env = os.environ.get("PROFILER_JOBS", "")
+        if env.isdigit() and int(env) > 0:
+            jobs = int(env)
+        else:
+            jobs = idle_cpus()
+    return max(1, min(jobs, chunks))
+
+
+def idle_cpus() -> int:
+    """The default number of workers: the CPUs this process may use (at most ``MAX_JOBS``)
+    less the other threads running on the machine right now, at least 1. A worker on a CPU
+    another program keeps busy gains no time and costs its share of the work again: with one
+    of two CPUs busy the 1M-sample flat report took 1.09 s with two workers, 0.98 s with none.
+    (Not the load average: it lags by a minute, and counts the reports just run.)"""
+    allowed = len(os.sched_getaffinity(0))
+    return max(1, min(allowed, MAX_JOBS, allowed - _others_running()))
+
+
+def _others_running() -> int:
+    """Threads running or runnable now besides this one (/proc/loadavg's fourth field)."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            running = int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return max(0, running - 1)
+
+
+@dataclass
+class _Scan:
+    """The first pass over one chunk: its record count and its non-sample records (file
+    positions counted from the chunk's first record)."""
+
+    records: int
+    others: list[OtherRecord]
+    counts: Counter[str]
+    warnings: list[str]
+    failed: int
+    times: tuple[int, int]  # its samples' earliest and latest time; (-1, -1) without (or unknown)
+
+
+def _scan_chunk(decoder: ChunkDecoder, frames: list[FileFrame], time_word: int | None) -> _Scan:
+    warnings: list[str] = []
+    chunk = decoder.records(frames, 0, warnings)
+    counts: Counter[str] = Counter()
+    count_types(chunk.types, counts)
+    others: list[OtherRecord] = []
+    failed = decoder.others(chunk, others)
+    times = (-1, -1)
+    if time_word is not None:
+        big = (chunk.types == R.PERF_RECORD_SAMPLE) & (chunk.sizes > 8 * time_word)
+        t = decoder.views.w64[(chunk.offsets[big] >> 3) + time_word]
+        if len(t):
+            times = (int(t.min()), int(t.max()))
+    decoder.release(frames)
+    return _Scan(len(chunk.offsets), others, counts, warnings, failed, times)
+
+
+def _map(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
+    """``task(0)``, ``task(1)``, ... in order: in this process, or in ``jobs`` worker processes
+    forked now (they inherit everything ``task`` needs; only results are sent back, pickled,
+    each worker through its own pipe). Worker ``w`` computes ``task(w)``, ``task(w + jobs)``,
+    ...: chunks are of one size, and a fixed share needs no queue.
+
+    A worker that dies (killed, out of memory) ends the report with one sentence: its pipe
+    closes before its result. An exception in a worker is raised here. Not
+    ``concurrent.futures``: importing it and ``multiprocessing`` cost more than the whole pool."""
+    if jobs <= 1:
+        for k in range(count):
+            yield task(k)
+        return
+    import pickle
+
+    workers: list[tuple[int, Any]] = []
+    parent = os.getpid()
+    try:
+        for w in range(jobs):
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: never returns
+                os.close(read_fd)
+                _serve(task, range(w, count, jobs), write_fd, parent)
+            os.close(write_fd)
+            workers.append((pid, os.fdopen(read_fd, "rb")))
+        for k in range(count):
+            try:
+                kind, value = pickle.load(workers[k % jobs][1])
+            except (EOFError, pickle.UnpicklingError):
+                raise ProfilerError("a worker process reading the capture died (killed, or out of memory?); "
+                                    "PROFILER_JOBS=1 reads it in one process.") from None
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        for pid, pipe in workers:
+            pipe.close()  # a worker still writing gets EPIPE and ends
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+
+
+def _serve(task: Callable[[int], Any], indices: range, write_fd: int, parent: int) -> None:
+    """A worker's life: each task's result (or exception) pickled down the pipe, then exit
+    without the parent's exit handlers or buffered output. It dies with the parent (a report
+    killed by a timeout, or kill -9, leaves no worker computing for nobody)."""
+    import ctypes
+    import pickle
+
+    code = 0
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, 9)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(1)
+        with os.fdopen(write_fd, "wb") as out:
+            for k in indices:
+                try:
+                    message: tuple[str, Any] = ("ok", task(k))
+                except BaseException as exc:  # noqa: BLE001  the parent raises it
+                    message = ("error", exc)
+                try:
+                    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+                except Exception:  # noqa: BLE001  an exception that does not pickle
+                    data = pickle.dumps(("error", ProfilerError(str(message[1]))))
+                out.write(data)
+                out.flush()
+                if message[0] == "error":
+                    break
+    except BaseException:  # noqa: BLE001  the parent went away (EPIPE) or we were interrupted
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _run(plan: _Plan, jobs: int) -> Tally:
+    merged = _Merge(plan, ChainStore())
+    for result in _map(lambda k: _tally_chunk(plan, k), len(plan.chunks), jobs):
+        merged.add(result)
+    return merged.result()
+
+
+class _Merge:
+    """Chunk results merged in chunk order: chains renumbered into one table, rows tallied
+    whenever they have doubled since the last tally."""
+
+    def __init__(self, plan: _Plan, store: ChainStore) -> None:
+        self.plan = plan
+        self.store = store
+        self.parts: list[Rows] = []
+        self.pending = 0
+        self.tallied_size = 0
+        self.recorded = np.zeros(len(plan.decoder.events.events), dtype=np.int64)
+        self.damaged = 0
+        self.has: set[str] = set()
+        self.first_time = -1
+        self.period_total = 0.0
+
+    def add(self, result: _ChunkResult) -> None:
+        rows = result.rows
+        table = result.chains
+        if len(table) > 0:
+            lengths = table.lengths
+            ids = self.store.add(table.words, table.start[:-1], lengths).astype(np.int64)
+            rows.chain_id = ids[rows.chain_id]
+        self.parts.append(rows)
+        self.pending += len(rows)
+        self.recorded += result.recorded
+        self.damaged += result.damaged
+        self.has |= result.has
+        self.period_total += result.period_total
+        check_period_total(self.period_total)
+        if result.first_time >= 0:
+            self.first_time = result.first_time if self.first_time < 0 else min(self.first_time, result.first_time)
+        if self.pending > max(self.tallied_size, 1 << 16):
+            self._combine()
+
+    def _combine(self) -> None:
+        rows = Rows.concat(self.parts).combine() if self.parts else _empty_rows()
+        self.parts = [rows]
+        self.tallied_size = self.pending = len(rows)
+
+    def result(self) -> Tally:
+        self._combine()
+        return Tally(self.parts[0], self.store.table(), frozenset(self.has), self.plan.state, self.recorded,
+                      damaged_samples=self.damaged, first_time=self.first_time)
+
+
+def _empty_rows() -> Rows:
+    i, u = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+    return Rows(i, i, i, i, i, i, i, i, u, i, u, u, i)
+
+
+def _tally_chunk(plan: _Plan, index: int) -> _ChunkResult:
+    """Decode, filter, place and tally the samples of chunk ``index``."""
+    decoder = plan.decoder
+    frames, seq0 = plan.chunks[index]
+    chunk = decoder.records(frames, seq0, [])  # its warnings were given by the first pass
+    s, damaged = decoder.samples(chunk, plan.callchains, lean=True)
+    decoder.release(frames)
+    del chunk
+    recorded = np.bincount(s.event, minlength=len(decoder.events.events)).astype(np.int64)
+    first_time = int(s.time.min()) if len(s) else -1
+    total = period_total(s.period)  # of every sample, as load_profile checks it
+    keep = kept_samples(plan, s)
+    if not keep.all():
+        s = s.take(keep)
+    positions = sample_positions(plan.other_time, plan.other_seq, s.time, s.seq)
+    gen, comm = place_samples(plan.state, s.pid, s.tid, positions)
+    n = len(s)
+    chainless = s.chain_id == 0
+    rows = Rows(
+        event=s.event.astype(np.int64), pid=s.pid.astype(np.int64), tid=s.tid.astype(np.int64),
+        cpu=s.cpu.astype(np.int64) if plan.keep_cpu else np.zeros(n, dtype=np.int64),
+        comm=comm, gen=gen, misc=s.misc.astype(np.int64), chain_id=s.chain_id.astype(np.int64),
+        ip=np.where(chainless, s.ip, np.uint64(0)).astype(np.uint64),
+        count=np.ones(n, dtype=np.int64), period=s.period.astype(np.uint64),
+        last_time=s.time.astype(np.uint64), last_seq=s.seq.astype(np.int64),
+    ).combine()
+    used, local = np.unique(rows.chain_id, return_inverse=True)
+    rows.chain_id = local.astype(np.int64).reshape(-1)
+    chains = s.chains
+    lengths = chains.lengths[used]
+    start = np.zeros(len(used) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=start[1:])
+    table = ChainTable(start, chains.words[ranges(chains.start[used], lengths)])
+    if not len(used) or used[0] != 0:  # keep id 0 the empty chain
+        table = ChainTable(np.concatenate([[0], start]).astype(np.int64), table.words)
+        rows.chain_id = rows.chain_id + 1
+    return _ChunkResult(rows, table, recorded, damaged, s.has, first_time, total)
+
+
+def check_cpu_filter(reader: CaptureReader, events: EventTable, filters: Filters) -> None:
+    """``--cpu`` on samples that name no CPU is refused, as perf refuses ``-C`` ("File does
+    not contain CPU events"), rather than selecting nothing."""
+    if filters.cpus and not samples_have_cpu(reader, events):
+        raise ReportError(f"{reader.path}: its samples carry no CPU (recorded without -a, -C or "
+                          f"--sample-cpu), so --cpu cannot select them.")
+
+
+def kept_samples(plan: _Plan, s: SampleColumns) -> npt.NDArray[np.bool_]:
+    """The samples ``--cpu`` and ``--time`` keep (they drop samples; the other filters select
+    rows, see ``pipeline.load_profile``)."""
+    keep = np.ones(len(s), dtype=bool)
+    if plan.cpus:
+        keep &= np.isin(s.cpu, np.asarray(plan.cpus, dtype=np.int64))
+    if plan.time_ranges:
+        in_range = np.zeros(len(s), dtype=bool)
+        for lo, hi in plan.time_ranges:
+            in_range |= (s.time >= np.uint64(lo)) & (s.time <= np.uint64(hi))
+        keep &= in_range
+    return keep
+
+
+def sample_positions(other_time: U64, other_seq: I64, time: U64, seq: I64) -> I64:
+    """For each sample, the number of replayed records before it in (time, file position)
+    order; the records are sorted that way."""
+    lo = np.searchsorted(other_time, time, side="left").astype(np.int64)
+    hi = np.searchsorted(other_time, time, side="right").astype(np.int64)
+    tie = np.flatnonzero(hi > lo)
+    if len(tie):
+        by_block = tie[np.argsort(lo[tie], kind="stable")]
+        blocks = lo[by_block]
+        cut = np.flatnonzero(np.diff(blocks)) + 1
+        for part in np.split(by_block, cut):
+            a, b = int(lo[part[0]]), int(hi[part[0]])
+            lo[part] = a + np.searchsorted(other_seq[a:b], seq[part], side="left")
+    return lo

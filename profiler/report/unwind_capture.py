@@ -1,0 +1,75 @@
+"""Unwinding a whole decoded capture in place (every DWARF event), for the commands that
+look at all samples rather than one event's profile: ``profiler archive`` (which DSOs the
+unwound stacks pass through, and their rule tables to pack) and ``profiler buildids``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from profiler.arrays import ranges
+from profiler.format.decode.columns import CaptureData
+from profiler.format.container.reader import CaptureReader
+from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS
+from profiler.report.replay import replay
+from profiler.unwind.arch import columns_for
+from profiler.report.unwind_samples import chains_with_user_frames, unwind_event_samples
+from profiler.unwind.sources import META_KIND, TableSources
+from profiler.unwind.table import RuleTable
+from profiler.unwind.unwinder import UnwindResult
+from profiler.unwind.userdata import has_user_stacks
+
+
+@dataclass
+class CaptureUnwind:
+    events: int = 0  # DWARF events unwound
+    tables: dict[tuple[str, str | None], RuleTable] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def table_sources(reader: CaptureReader, symfs: str | None = None,
+                  debug_dirs: tuple[str, ...] | None = None, use_packed: bool = True) -> TableSources | None:
+    """The rule-table finder for this capture's architecture (None: not one we unwind)."""
+    cols = columns_for(str(reader.header.get("arch", "")))
+    if cols is None:
+        return None
+    vdso = [m.get("image") for m in reader.metadata("vdso")]
+    image = vdso[-1] if vdso and isinstance(vdso[-1], (bytes, bytearray)) else None
+    return TableSources(cols, packed=reader.metadata(META_KIND) if use_packed else (), symfs=symfs,
+                        debug_dirs=debug_dirs or DEFAULT_DEBUG_DIRS,
+                        vdso_image=None if image is None else bytes(image))
+
+
+def unwind_capture(reader: CaptureReader, data: CaptureData, sources: TableSources | None) -> CaptureUnwind:
+    """Replace the callchains of every DWARF event's samples by their unwound stacks."""
+    out = CaptureUnwind()
+    s = data.samples
+    events = [ev for ev in data.events.events if has_user_stacks(ev.layout)]
+    if sources is None or not events or not len(s):
+        return out
+    rep = replay(data.others, data.others_before, s.pid, s.tid, reader.build_ids())
+    n = len(s)
+    counts = np.zeros(n, dtype=np.int64)
+    parts: list[tuple[Any, UnwindResult]] = []
+    for ev in events:
+        idx = np.flatnonzero(s.event == ev.index)
+        if not len(idx):
+            continue
+        res, stats = unwind_event_samples(reader, ev.layout, s.take(idx), rep.sample_gen[idx],
+                                          rep.snapshots, rep.dsos, sources, sources.cols)
+        counts[idx] = np.diff(res.start)
+        parts.append((idx, res))
+        out.events += 1
+        out.warnings.extend(stats.warnings)
+    start = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=start[1:])
+    pcs = np.zeros(int(start[-1]), dtype=np.uint64)
+    for idx, res in parts:
+        pcs[ranges(start[idx], np.diff(res.start))] = res.pcs
+    full = UnwindResult(start, pcs, np.zeros(n, dtype=np.uint8))
+    s.chain_id, s.chains = chains_with_user_frames(s, full)
+    s.has = s.has | {"callchain"}
+    out.tables = dict(sources.loaded)
+    return out

@@ -1,0 +1,424 @@
+"""DWARF unwinding of a capture's samples: from sample columns to callchains.
+
+For an event recorded with ``--call-graph dwarf`` (REGS_USER + STACK_USER), every sample's
+user stack is unwound (:mod:`unwinder`, all samples one depth at a time) and its callchain is
+replaced by the kernel part the kernel recorded (``exclude_callchain_user`` leaves only
+kernel frames) followed by ``PERF_CONTEXT_USER`` and the unwound user frames, leaf first —
+the callchain perf would show. Everything downstream (dedupe, symbolization, every report,
+script, flame graph and export) then works on these chains unchanged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from profiler.arrays import distinct, ranges
+from profiler.format import records as R
+from profiler.format.decode.chains import CONTEXT_USER, ChainStore
+from profiler.format.decode.columns import SampleColumns
+from profiler.format.container.reader import CaptureReader
+from profiler.report.maps import DsoTable, MapSnapshot
+from profiler.unwind.arch import RA, SP, ArchColumns, columns_for
+from profiler.unwind.sources import TableSources
+from profiler.names import VDSO
+from profiler.unwind.table import RuleTable
+from profiler.unwind.unwinder import concat
+from profiler.unwind.unwinder import (
+    LOC_FRAME_POINTER,
+    LOC_NO_CFI,
+    LOC_NO_MAP,
+    END_OF_STACK,
+    LOC_TABLE,
+    MAX_DEPTH_DEFAULT,
+    NO_REGS,
+    REASONS,
+    CombinedTables,
+    StackCopies,
+    UnwindResult,
+    unwind,
+)
+from profiler.unwind.userdata import UserData, read_user_data
+
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+I8 = npt.NDArray[np.int8]
+
+USER_LIMIT = np.uint64(1 << 48)
+U64_MAX = (1 << 64) - 1  # user addresses on x86_64 (47 bits) and aarch64 (48 bits)
+
+
+@dataclass
+class UnwindStats:
+    """How unwinding went: samples unwound, how many reached a root, why the others stopped,
+    where the tables came from."""
+
+    samples: int = 0
+    reached_root: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)  # of the samples short of a root
+    tables: dict[str, str] = field(default_factory=dict)  # DSO path -> origin
+    warnings: list[str] = field(default_factory=list)
+    reason: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+
+    @property
+    def root_share(self) -> float:
+        return self.reached_root / self.samples if self.samples else 0.0
+
+    def header_lines(self, top: int = 3) -> list[str]:
+        """What the report header says about unwinding."""
+        if not self.samples:
+            return []
+        lines = [f"# DWARF unwinding: {100.0 * self.root_share:.1f}% of {self.samples} samples reach "
+                 "a root (_start, __libc_start_main, clone, a thread start)"]
+        if self.reasons:
+            parts = [f"{100.0 * n / self.samples:.1f}% {why}" for why, n in
+                     sorted(self.reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]
+            lines.append("# stopped early: " + ", ".join(parts))
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"samples": self.samples, "reached_root": self.reached_root,
+                "stopped": dict(sorted(self.reasons.items())), "tables": dict(sorted(self.tables.items()))}
+
+    def count_roots(self, outer_is_root: npt.NDArray[np.bool_]) -> None:
+        """Per sample (the ones unwound): whether its outermost frame is a root function. A
+        sample reaches a root when that is so, or when the CFI itself ended the stack."""
+        reached = outer_is_root | (self.reason == END_OF_STACK)
+        self.reached_root = int(np.count_nonzero(reached))
+        self.reasons = Counter()
+        stopped = self.reason[~reached]
+        for r, c in enumerate(np.bincount(stopped, minlength=len(REASONS)).tolist()[: len(REASONS)]):
+            if c:
+                self.reasons[REASONS[r] if r != END_OF_STACK else "end of stack before a root"] += c
+
+
+class SnapshotCodeMap:
+    """``CodeMap`` over the replayed process maps: (sample, pc) -> (table slot, DSO address).
+
+    The maps of every map generation the samples use are concatenated under one key
+    ``rank << 48 | start``, so a whole depth is located with one searchsorted."""
+
+    def __init__(self, gen: I64, snapshots: list[MapSnapshot], dsos: DsoTable,
+                 slot_of_dso: I64, kind_of_dso: I8, tables: list[RuleTable]) -> None:
+        used, rank = np.unique(gen, return_inverse=True)
+        self.rank = rank.astype(np.uint64)
+        starts, ends, pgoffs, dso_ids, keys = [], [], [], [], []
+        for r, g in enumerate(used.tolist()[: 1 << 15]):
+            s, e, p, d = snapshots[g].arrays()
+            user = s < USER_LIMIT
+            starts.append(s[user])
+            ends.append(np.minimum(e[user], USER_LIMIT))
+            pgoffs.append(p[user])
+            dso_ids.append(d[user])
+            keys.append((np.uint64(r) << np.uint64(48)) | s[user])
+        self.key: U64 = concat(keys, np.uint64)
+        self.end: U64 = concat(ends, np.uint64)
+        self.start: U64 = concat(starts, np.uint64)
+        self.pgoff: U64 = concat(pgoffs, np.uint64)
+        self.dso: I64 = concat(dso_ids, np.int64)
+        self.slot_of_dso = slot_of_dso
+        self.kind_of_dso = kind_of_dso
+        self.tables = tables
+        self._split_into_segments()
+
+    def _split_into_segments(self) -> None:
+        """The parts of the maps with rule tables, cut at their DSO's PT_LOAD segments, keyed
+        like the maps: each part's table slot and ``bias`` (DSO address = pc + bias). A pc in
+        such a map but in no part is in no segment (no CFI). A segment's file range ends
+        where the next one begins (the segment found for an offset is the last one starting
+        at or before it)."""
+        keys, ends, slots, biases = [], [], [], []
+        dso = np.maximum(self.dso, 0)
+        slot = self.slot_of_dso[dso] if len(dso) else np.zeros(0, dtype=np.int64)
+        kind = self.kind_of_dso[dso] if len(dso) else np.zeros(0, dtype=np.int8)
+        rank_bits = self.key & ~np.uint64((1 << 48) - 1)
+        with np.errstate(over="ignore"):
+            for sl, table in enumerate(self.tables):
+                at = np.flatnonzero((kind == LOC_TABLE) & (slot == sl))
+                if not len(at) or not len(table.seg_offset):
+                    continue
+                order = np.argsort(table.seg_offset, kind="stable")
+                so, sv, fs = table.seg_offset[order], table.seg_vaddr[order], table.seg_filesz[order]
+                seg_end = np.minimum(so + fs, np.append(so[1:], np.uint64(U64_MAX)))
+                start, pgoff = self.start[at], self.pgoff[at]
+                file_end = pgoff + (self.end[at] - start)
+                for j in range(len(so)):
+                    lo = np.maximum(pgoff, so[j])
+                    hi = np.minimum(file_end, seg_end[j])
+                    part = lo < hi
+                    if not part.any():
+                        continue
+                    base = start[part] - pgoff[part]  # pc = offset + base
+                    keys.append(rank_bits[at[part]] | (lo[part] + base))
+                    ends.append(hi[part] + base)
+                    slots.append(np.full(int(part.sum()), sl, dtype=np.int64))
+                    biases.append(sv[j] - so[j] - base)
+        self.part_key: U64 = concat(keys, np.uint64)
+        order = np.argsort(self.part_key, kind="stable")
+        self.part_key = self.part_key[order]
+        self.part_end: U64 = concat(ends, np.uint64)[order]
+        self.part_slot: I64 = concat(slots, np.int64)[order]
+        self.part_bias: U64 = concat(biases, np.uint64)[order]
+
+    def locate(self, sample: I64, pc: U64) -> tuple[I64, U64, I8]:
+        m = len(sample)
+        if not len(self.key) or not m:
+            return np.full(m, -1, dtype=np.int64), np.zeros(m, dtype=np.uint64), np.full(m, LOC_NO_MAP, dtype=np.int8)
+        user = pc < USER_LIMIT
+        rank = self.rank.take(sample) << np.uint64(48)
+        key = rank | np.where(user, pc, 0)
+        i = np.searchsorted(self.key, key, side="right").astype(np.int64) - 1
+        safe = np.maximum(i, 0)
+        hit = user & (i >= 0) & ((self.key.take(safe) ^ rank) < np.uint64(1 << 48)) & (pc < self.end.take(safe))
+        dso = np.maximum(self.dso.take(safe), 0)
+        kind = np.where(hit, self.kind_of_dso.take(dso), LOC_NO_MAP).astype(np.int8)
+        slot = np.where(hit, self.slot_of_dso.take(dso), -1)
+        addr = np.zeros(m, dtype=np.uint64)
+        table = kind == LOC_TABLE
+        if len(self.part_key) and table.any():
+            j = np.searchsorted(self.part_key, key, side="right").astype(np.int64) - 1
+            sj = np.maximum(j, 0)
+            inside = (table & (j >= 0) & ((self.part_key.take(sj) ^ rank) < np.uint64(1 << 48))
+                      & (pc < self.part_end.take(sj)))
+            with np.errstate(over="ignore"):
+                addr = np.where(inside, pc + self.part_bias.take(sj), np.uint64(0))
+            slot = np.where(inside, self.part_slot.take(sj), slot)
+            kind[table & ~inside] = LOC_NO_CFI
+        else:
+            kind[table] = LOC_NO_CFI
+        return slot, addr, kind
+
+
+def dso_tables(dsos: DsoTable, sources: TableSources, used: set[int],
+               stats: UnwindStats) -> tuple[I64, I8, list[RuleTable]]:
+    """Per DSO id: table slot, LOC_* kind; and the tables (only DSOs in ``used`` are loaded)."""
+    slot = np.full(max(len(dsos), 1), -1, dtype=np.int64)
+    kind = np.full(max(len(dsos), 1), LOC_NO_CFI, dtype=np.int8)
+    tables: list[RuleTable] = []
+    for d in sorted(used):
+        dso = dsos[d]
+        if dso.is_anon:
+            kind[d] = LOC_FRAME_POINTER  # JIT code: perf maps name it, frame pointers walk it
+            continue
+        if not (dso.is_file or dso.path == VDSO):
+            continue
+        table = sources.table(dso.path, dso.build_id)
+        stats.tables[dso.path] = sources.origin.get((dso.path, dso.build_id.lower() if dso.build_id else None), "")
+        if table is None or not len(table):
+            continue
+        slot[d] = len(tables)
+        kind[d] = LOC_TABLE
+        tables.append(table)
+    return slot, kind, tables
+
+
+def _used_dsos(gen: I64, snapshots: list[MapSnapshot]) -> set[int]:
+    used: set[int] = set()
+    for g in distinct(gen).tolist():
+        used.update(m.dso for m in snapshots[g].maps)
+    return used
+
+
+def initial_columns(cols: ArchColumns, regs: U64, mask: int) -> tuple[U64, npt.NDArray[np.bool_], U64]:
+    """(column values, their validity, pc) from the sampled registers."""
+    n = regs.shape[0]
+    values = np.zeros((n, cols.count), dtype=np.uint64)
+    valid = np.zeros((n, cols.count), dtype=bool)
+    for c, dwarf in enumerate(cols.dwarf):
+        if c == RA and not cols.ra_is_register:
+            continue
+        bit = cols.regs.dwarf.get(dwarf)
+        pos = None if bit is None else cols.regs.index_of(bit, mask)
+        if pos is not None:
+            values[:, c] = regs[:, pos]
+            valid[:, c] = True
+    ip = cols.regs.index_of(cols.regs.ip, mask)
+    pc = regs[:, ip] if ip is not None else np.zeros(n, dtype=np.uint64)
+    return values, valid, pc
+
+
+def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: SampleColumns, gen: I64,
+                         snapshots: list[MapSnapshot], dsos: DsoTable, sources: TableSources,
+                         cols: ArchColumns, max_depth: int = MAX_DEPTH_DEFAULT,
+                         ) -> tuple[UnwindResult, UnwindStats]:
+    """Unwind the samples ``s`` (one event, its layout): frames per sample and statistics."""
+    stats = UnwindStats(samples=len(s))
+    view = reader.raw_view()
+    size = len(view) - len(view) % 8
+    w64 = np.frombuffer(view, dtype=np.uint64, count=size // 8)
+    user = _from_columns(s, layout) or _read_user_data_by_span(reader, w64, s, layout)
+    values, valid, pc = initial_columns(cols, user.regs, layout.sample_regs_user)
+    has = (user.abi != 0) & user.ok
+    valid &= has[:, None]
+    buf = np.frombuffer(view, dtype=np.uint8, count=size)
+    stacks = StackCopies(buf, user.stack_offset, np.where(has, user.stack_size, 0), values[:, SP].copy())
+    slot_of, kind_of, tables = dso_tables(dsos, sources, _used_dsos(gen, snapshots), stats)
+    code = SnapshotCodeMap(gen, snapshots, dsos, slot_of, kind_of, tables)
+    combined = CombinedTables(tables, cols)
+    idx = np.flatnonzero(has)
+    idx = idx[np.argsort(user.stack_offset[idx], kind="stable")]  # file order: each page once
+    parts: list[tuple[I64, UnwindResult]] = []
+    for chunk in _spans(user.stack_offset[idx], CHUNK_SPAN):
+        ci = idx[chunk]
+        res = unwind(cols, values[ci], valid[ci], pc[ci], _sub_stacks(stacks, ci), _Subset(code, ci),
+                     combined, max_depth)
+        parts.append((ci, res))
+        lo = int(user.stack_offset[ci[0]])
+        reader.release(lo, int(user.stack_offset[ci[-1]] + user.stack_size[ci[-1]]) - lo)
+    full = _merge(parts, len(s))
+    stats.reason = full.reason
+    stats.warnings.extend(sources.warnings)
+    return full, stats
+
+
+def _from_columns(s: SampleColumns, layout: R.SampleLayout) -> UserData | None:
+    """REGS_USER / STACK_USER from the columnar decoder's columns, when it gave them in the
+    order of this event's ``sample_regs_user`` bits (None otherwise: read from the records)."""
+    regs, stack = s.regs_user, s.stack_user
+    bits = tuple(b for b in range(64) if layout.sample_regs_user >> b & 1)
+    if regs is None or stack is None or tuple(regs.registers) != bits:
+        return None
+    size = stack.size.astype(np.int64)
+    dyn = np.minimum(stack.dyn_size.astype(np.int64), size)
+    return UserData(regs.abi.astype(np.uint64), regs.regs.astype(np.uint64),
+                    stack.offset.astype(np.int64), dyn, size > 0)
+
+
+def _read_user_data_by_span(reader: CaptureReader, w64: U64, s: SampleColumns, layout: R.SampleLayout) -> UserData:
+    """``read_user_data`` in file order, ``CHUNK_SPAN`` bytes of the capture at a time, each
+    span's pages given back afterwards: resident memory stays one span, not the capture."""
+    n = len(s)
+    out = UserData(np.zeros(n, dtype=np.uint64),
+                   np.zeros((n, bin(layout.sample_regs_user).count("1")), dtype=np.uint64),
+                   np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool))
+    order = np.argsort(s.offset, kind="stable")
+    for span in _spans(s.offset[order], CHUNK_SPAN):
+        idx = order[span]
+        part = read_user_data(w64, s.take(idx), layout)
+        out.abi[idx], out.regs[idx], out.ok[idx] = part.abi, part.regs, part.ok
+        out.stack_offset[idx], out.stack_size[idx] = part.stack_offset, part.stack_size
+        lo = int(s.offset[idx[0]])
+        reader.release(lo, int(part.stack_offset[-1] + part.stack_size[-1] + 16) - lo)
+    return out
+
+
+class _Subset:
+    """A CodeMap over a subset of the samples (those with user registers)."""
+
+    def __init__(self, code: SnapshotCodeMap, idx: I64) -> None:
+        self.code, self.idx = code, idx
+
+    def locate(self, sample: I64, pc: U64) -> tuple[I64, U64, I8]:
+        return self.code.locate(self.idx[sample], pc)
+
+
+def _sub_stacks(st: StackCopies, idx: I64) -> StackCopies:
+    return StackCopies(st.buf, st.offset[idx], st.size[idx], st.sp0[idx])
+
+
+CHUNK_SPAN = 64 << 20  # samples are unwound this many bytes of the capture at a time
+
+
+def _spans(offsets: I64, span: int) -> list[slice]:
+    """Slices of sorted ``offsets`` that each cover less than ``span`` bytes (at least one)."""
+    if not len(offsets):
+        return []
+    block = (offsets - offsets[0]) // span
+    cuts = np.flatnonzero(np.diff(block)) + 1
+    bounds = [0, *cuts.tolist(), len(offsets)]
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+def _merge(parts: list[tuple[I64, UnwindResult]], n: int) -> UnwindResult:
+    """Back to all n samples in their order: those without user registers have no user frames."""
+    counts = np.zeros(n, dtype=np.int64)
+    reason = np.full(n, NO_REGS, dtype=np.uint8)
+    for idx, res in parts:
+        counts[idx] = np.diff(res.start)
+        reason[idx] = res.reason
+    start = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=start[1:])
+    pcs = np.zeros(int(start[-1]), dtype=np.uint64)
+    for idx, res in parts:
+        pcs[ranges(start[idx], np.diff(res.start))] = res.pcs
+    return UnwindResult(start, pcs, reason)
+
+
+def chains_with_user_frames(s: SampleColumns, res: UnwindResult) -> tuple[npt.NDArray[np.int32], Any]:
+    """New (chain_id, ChainTable): each sample's kernel frames, then PERF_CONTEXT_USER and its
+    unwound user frames. Samples without unwound frames keep their recorded chain."""
+    n = len(s)
+    kstart, kwords = s.flat_chains()
+    klen = np.diff(kstart)
+    # keep the kernel part: entries before the first PERF_CONTEXT_USER marker
+    is_user_marker = kwords == CONTEXT_USER
+    owner = np.repeat(np.arange(n), klen)
+    first_user = np.full(n, -1, dtype=np.int64)
+    hits = np.flatnonzero(is_user_marker)
+    if len(hits):
+        first = hits[np.r_[True, owner[hits][1:] != owner[hits][:-1]]]
+        first_user[owner[first]] = first - kstart[owner[first]]
+    klen_keep = np.where(first_user >= 0, first_user, klen)
+    ulen = np.diff(res.start)
+    has_user = ulen > 0
+    total = klen_keep + np.where(has_user, 1 + ulen, klen - klen_keep)
+    start = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(total, out=start[1:])
+    words = np.empty(int(start[-1]), dtype=np.uint64)
+    words[ranges(start[:-1], klen_keep)] = kwords[ranges(kstart[:-1], klen_keep)]
+    # samples with no user frames keep the rest of their recorded chain
+    rest = ~has_user
+    words[ranges(start[:-1][rest] + klen_keep[rest], (klen - klen_keep)[rest])] = \
+        kwords[ranges(kstart[:-1][rest] + klen_keep[rest], (klen - klen_keep)[rest])]
+    marker_at = start[:-1][has_user] + klen_keep[has_user]
+    words[marker_at] = CONTEXT_USER
+    words[ranges(marker_at + 1, ulen[has_user])] = res.pcs[ranges(res.start[:-1][has_user], ulen[has_user])]
+    store = ChainStore()
+    ids = store.add(words, start[:-1], total)
+    return ids, store.table()
+
+
+def outer_is_root(stack: I64, stack_start: I64, stack_frames: I64, frames: Any,
+                  roots: frozenset[str]) -> npt.NDArray[np.bool_]:
+    """Per sample: is the outermost frame of its stack a root function (by symbol name)?"""
+    k = len(stack_start) - 1
+    if k <= 0:
+        return np.zeros(len(stack), dtype=bool)
+    nonempty = stack_start[1:] > stack_start[:-1]
+    outer = np.where(nonempty, stack_frames[np.maximum(stack_start[1:] - 1, 0)], -1)
+    is_root = np.zeros(k, dtype=bool)
+    for f in distinct(outer[outer >= 0]).tolist():
+        name = frames[f].symbol or ""
+        if name.split("@", 1)[0] in roots:
+            is_root[outer == f] = True
+    out: npt.NDArray[np.bool_] = is_root[stack]
+    return out
+
+
+ROOTS = frozenset({"_start", "__libc_start_main", "__libc_start_call_main", "clone", "clone3",
+                   "start_thread", "__clone", "__clone3", "thread_start", "__thread_start"})
+
+__all__ = ["ROOTS", "UnwindStats", "chains_with_user_frames", "columns_for", "outer_is_root",
+           "unwind_event_samples"]
+
+
+def unwind_rows(reader: CaptureReader, layout: R.SampleLayout, s: SampleColumns, gen: I64, rep: Any,
+                cols: ArchColumns, symfs: str | None, debug_dirs: tuple[str, ...] | None) -> UnwindStats:
+    """Unwind the user stack of every row of one ``--call-graph dwarf`` event and put the
+    unwound frames into its callchain, in place (``rep`` is the capture's ReplayResult)."""
+    from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS
+    from profiler.unwind.sources import META_KIND as UNWIND_META
+
+    vdso = [m.get("image") for m in reader.metadata("vdso")]
+    image = vdso[-1] if vdso and isinstance(vdso[-1], (bytes, bytearray)) else None
+    sources = TableSources(cols, packed=reader.metadata(UNWIND_META), symfs=symfs,
+                           debug_dirs=debug_dirs or DEFAULT_DEBUG_DIRS,
+                           vdso_image=None if image is None else bytes(image))
+    result, stats = unwind_event_samples(reader, layout, s, gen, rep.snapshots, rep.dsos, sources, cols)
+    s.chain_id, s.chains = chains_with_user_frames(s, result)
+    s.has = s.has | {"callchain"}
+    return stats
