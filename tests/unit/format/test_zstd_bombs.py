@@ -143,6 +143,5 @@ def test_every_reading_command_ends_cleanly_on_a_bomb(bombs: dict[str, Path], na
     rc, err, rss = run_measured(args)
     assert "Traceback" not in err, err
     assert rc == 0 or (rc in (1, 2) and err.strip().startswith("profiler: ")), (rc, err)
-    # the one warning (buildids prints no warning of the reader's: a gap of that command's)
-    assert err.count("inflate past") == (command != ["buildids"]), err
+    assert err.count("inflate past") == 1, err  # the one warning
     assert rss < RSS_LIMIT_KB, f"peak RSS {rss} KiB"
