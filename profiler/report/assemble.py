@@ -133,7 +133,7 @@ def assemble(options: LoadOptions, capture: Capture, event: int, rows: Selected,
 
         unwind.count_roots(outer_is_root(stack, table.start, table.frames, resolver.frames, ROOTS))
     profile = Profile(
-        path=options.input, header=capture.header, event=capture.names[event], event_names=capture.names,
+        path=options.input, header=capture.info, event=capture.names[event], event_names=capture.names,
         samples=s, comm=rows.comm, comm_names=state.comm_names, stack=stack, stack_start=table.start,
         stack_frames=table.frames, frames=resolver.frames, stack_table=table, has_callchains=has_chains,
         demangle=options.demangle, lost_samples=state.lost + state.lost_samples, counts=counts.records,

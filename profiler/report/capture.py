@@ -16,6 +16,7 @@ from profiler.format.decode.columns import CaptureData
 from profiler.format.decode.decoder import load_capture
 from profiler.format.container.reader import CaptureReader
 from profiler.format.events import EventTable
+from profiler.format.typed_header import CaptureHeader
 from profiler.report.options import Filters
 from profiler.report.tally import Tally
 from profiler.symbols.sources import SOURCE_KINDS, Metadata
@@ -38,16 +39,17 @@ class Capture:
         return [ev.name for ev in self.events.events]
 
     @property
-    def header(self) -> dict[str, object]:
-        return self.reader.header
+    def info(self) -> CaptureHeader:
+        """The capture's header, typed."""
+        return self.reader.info
 
     @property
     def byte_order(self) -> str:
-        return "big" if self.reader.header.get("byte_order") == "big" else "little"
+        return self.reader.info.byte_order
 
     @property
     def arch(self) -> str:
-        return str(self.reader.header.get("arch", ""))
+        return self.reader.info.arch
 
     def event_index(self, wanted: str | None) -> int:
         """Index of the event called ``wanted`` (the first without one; ``cpu-clock`` also

@@ -165,11 +165,11 @@ def _from_tally(options: LoadOptions, capture: Capture, index: int, tally: Tally
     rows, state = tally.rows, tally.state
     idx = np.flatnonzero(rows.event == index)
     idx = idx[np.lexsort((rows.last_seq[idx], rows.last_time[idx]))]
-    start = capture.header.get("start_perf_clock_ns")
+    start = capture.info.start_perf_clock_ns
     counts = Counts(recorded=int(tally.recorded[index]), base_samples=int(rows.count[idx].sum()),
                     base_period=int(rows.period[idx].sum(dtype=np.uint64)) if len(idx) else 0,
                     records=tally.counts, warnings=list(capture.reader.warnings) + list(tally.warnings),
-                    start_ns=start if isinstance(start, int) and start > 0 else max(tally.first_time, 0))
+                    start_ns=start if start is not None else max(tally.first_time, 0))
     idx = idx[entry_mask(rows.pid[idx], rows.tid[idx], rows.comm[idx], state.comm_names, options.filters)]
     selected = Selected(tally.samples(idx), rows.gen[idx], rows.comm[idx], weight=rows.count[idx])
     tfmt, _ = event_payloads(capture, index, selected.samples, options)
@@ -210,8 +210,8 @@ def _from_whole(options: LoadOptions, capture: Capture, index: int, say: Progres
 
 
 def _start_ns(capture: Capture, s: SampleColumns) -> int:
-    start = capture.header.get("start_perf_clock_ns")
-    if isinstance(start, int) and start > 0:
+    start = capture.info.start_perf_clock_ns
+    if start is not None:
         return start
     return int(s.time.min()) if len(s) else 0
 

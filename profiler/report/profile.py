@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format.decode.columns import SampleColumns
-from profiler.format.events import EventTable
+from profiler.format.typed_header import CaptureHeader
 from profiler.format.tracepoint import TraceFormat
 from profiler.report.model import (
     INLINED_SUFFIX,
@@ -69,7 +69,7 @@ class Profile:
     """
 
     path: str
-    header: dict[str, Any]
+    header: CaptureHeader
     event: str
     event_names: list[str]
     samples: SampleColumns
@@ -270,30 +270,19 @@ class Profile:
         return self._function_lines[key]
 
 
-def profile_meta(profile: Profile, header: dict[str, Any]) -> ProfileMeta:
+def profile_meta(profile: Profile, header: CaptureHeader) -> ProfileMeta:
     """What the capture was (its command or target, the event and its sampling), for titles
     and exports."""
-    target = header.get("target") or {}
-    command = target.get("command") or []
-    if command:
-        what = " ".join(str(c) for c in command)
-    elif target.get("system_wide"):
-        what = "system-wide"
-    elif target.get("pids") or target.get("tids"):
-        ids = target.get("pids") or target.get("tids") or []
-        what = "pid " + ",".join(str(p) for p in ids)
-    else:
-        what = " ".join(str(c) for c in header.get("cmdline") or []) or "capture"
-    attr = next((ev.attr for ev in EventTable.from_header(header).events if ev.name == profile.event), {})
+    what = header.describe_target()
+    attr = header.event_attr(profile.event)
     times = profile.samples.time
-    start = header.get("start_time_ns")
     return ProfileMeta(
         title=f"{what} — {profile.event}", command=what, event=profile.event,
         total_samples=profile.total_samples, total_period=profile.total_period,
         has_callchains=profile.has_callchains, thread_names=profile.last_comms(),
         sample_period=int(attr.get("sample_period", 0) or 0), freq=bool(attr.get("freq")),
         first_time_ns=int(times.min()) if len(times) else 0, last_time_ns=int(times.max()) if len(times) else 0,
-        start_time_ns=start if isinstance(start, int) and start > 0 else 0,
+        start_time_ns=header.start_time_ns or 0,
     )
 
 

@@ -55,6 +55,7 @@ from profiler.format import records as R
 from profiler.format.container.reader import CaptureReader
 from profiler.format.container.scan import FileFrame
 from profiler.format.events import EventTable
+from profiler.format.typed_header import CaptureHeader
 from profiler.report.options import Filters, time_bounds
 from profiler.report.replay import ReplayState, name_unknown, place_samples, replay_in_order
 
@@ -203,12 +204,11 @@ class _ChunkResult:
     period_total: float  # of the chunk's samples, summed without wrapping (decoder.check_period_total)
 
 
-def tally_supported(header: dict[str, Any], filters: Filters) -> bool:
+def tally_supported(header: CaptureHeader, filters: Filters) -> bool:
     """Whether the filters can be applied chunk by chunk (see the module docstring)."""
     if not filters.time:
         return True
-    start = header.get("start_perf_clock_ns")
-    return isinstance(start, int) and start > 0 and all(r.unit != "%" for r in filters.time)
+    return header.start_perf_clock_ns is not None and all(r.unit != "%" for r in filters.time)
 
 
 @dataclass
@@ -226,7 +226,7 @@ class Prepared:
 def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
             jobs: int | None = None, chunk_bytes: int | None = None) -> Prepared | None:
     """Pass 1 (see the module docstring); None when the capture cannot be read chunk by chunk."""
-    if not tally_supported(reader.header, filters):
+    if not tally_supported(reader.info, filters):
         return None
     decoder = ChunkDecoder(reader, TALLY_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
     check_cpu_filter(reader, decoder.events, filters)
@@ -255,7 +255,7 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
         return None
     others.sort(key=lambda o: (o.time, o.seq))
     state = replay_in_order(others, reader.build_ids())
-    start = int(reader.header.get("start_perf_clock_ns") or 0)
+    start = reader.info.start_perf_clock_ns or 0
     plan = _Plan(decoder, chunks, state,
                  np.asarray([o.time for o in others], dtype=np.uint64),
                  np.asarray([o.seq for o in others], dtype=np.int64),

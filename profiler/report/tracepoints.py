@@ -30,11 +30,12 @@ from profiler.format.decode.views import RecordViews
 from profiler.format.container.layout import FRAME_RAW, FRAME_SYNTH
 from profiler.format.container.reader import CaptureReader
 from profiler.format.events import EventTable
+from profiler.format.typed_header import CaptureHeader
 from profiler.format.tracepoint import TraceFormat, Value, formats_from_meta
 
 
-def is_tracepoint(header: dict[str, Any], index: int) -> bool:
-    events = header.get("events") or []
+def is_tracepoint(header: CaptureHeader, index: int) -> bool:
+    events = header.events
     if not 0 <= index < len(events):
         return False
     attr = events[index].get("attr") or {}
@@ -164,7 +165,7 @@ def event_payloads(capture: Any, index: int, s: Any,
     :class:`profiler.report.capture.Capture`, ``options`` the LoadOptions)."""
     name = capture.names[index]
     trace = options.filters.trace
-    if not is_tracepoint(capture.header, index):
+    if not is_tracepoint(capture.info, index):
         if trace:
             raise UsageError(f"--trace-filter selects tracepoint samples by field: '{name}' is not a tracepoint.")
         return None, None

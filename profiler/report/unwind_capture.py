@@ -32,7 +32,7 @@ class CaptureUnwind:
 def table_sources(reader: CaptureReader, symfs: str | None = None,
                   debug_dirs: tuple[str, ...] | None = None, use_packed: bool = True) -> TableSources | None:
     """The rule-table finder for this capture's architecture (None: not one we unwind)."""
-    cols = columns_for(str(reader.header.get("arch", "")))
+    cols = columns_for(reader.info.arch)
     if cols is None:
         return None
     vdso = [m.get("image") for m in reader.metadata("vdso")]

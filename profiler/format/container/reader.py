@@ -33,6 +33,7 @@ from profiler.format.container.layout import (
     pad8,
 )
 from profiler.format.container.scan import FileFrame, ScanResult, scan_frames
+from profiler.format.typed_header import CaptureHeader
 from profiler.format.validate import MetaError, check_header, check_meta
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
@@ -79,7 +80,8 @@ class CaptureReader:
         self._data = data
         self._view = memoryview(data)
         self._file_size = len(self._view)
-        self.header = header
+        self.header = header  # the map as the file holds it
+        self.info = CaptureHeader.from_map(header)  # its typed view: what readers use
         self.version = version
         self._frames_start = frames_start
         self._scan: ScanResult | None = None
@@ -113,7 +115,7 @@ class CaptureReader:
         """Walk every frame once (cached): checks checksums, finds the trailer and damage."""
         if self._scan is None:
             self._scan = scan_frames(self._view, self._frames_start, self.release,
-                                      str(self.header.get("byte_order", "little")))
+                                      self.info.byte_order)
             if any(f.kind == FRAME_RAW_ZSTD for f in self._scan.frames):
                 self._expand(self._scan)
         return self._scan

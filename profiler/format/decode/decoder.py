@@ -74,8 +74,7 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
 
     ``callchains=False`` skips the callchains (every ``chain_id`` is 0, the empty chain): a
     flat profile of sampled ips needs none, and it halves the decoding time."""
-    header = reader.header
-    events = EventTable.from_header(header)
+    events = EventTable.from_header(reader.header)
     views = RecordViews(reader, events.bo)
     frames = [f for f in reader.iter_frames() if f.kind in (FRAME_RAW, FRAME_SYNTH) and len(f.payload)]
     warnings: list[str] = []
@@ -116,7 +115,7 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
     if failed:
         warnings.append(f"{failed} damaged non-sample records were skipped.")
     others_sorted, others_before = _order(samples, others)
-    return CaptureData(header, events, samples, others_sorted, others_before, counts,
+    return CaptureData(reader.header, events, samples, others_sorted, others_before, counts,
                        warnings, builder.damaged)
 
 
@@ -187,8 +186,8 @@ def cpu_limit(reader: CaptureReader) -> int:
     machine's ``nr_cpus`` in format 3.0, 0 (never) in older captures and perf.data files."""
     if reader.version < VERSION_FRAME_CPU:
         return 0
-    n = reader.header.get("nr_cpus")
-    return n if isinstance(n, int) and not isinstance(n, bool) and 0 < n < NO_CPU else NO_CPU
+    n = reader.info.nr_cpus
+    return n if n is not None and n < NO_CPU else NO_CPU
 
 
 def frame_cpus_needed(events: EventTable) -> bool:

@@ -123,7 +123,7 @@ class StripResult:
 def write_stripped_copy(reader: CaptureReader, out: Path, extra_meta: Sequence[tuple[str, dict[str, Any]]] = ()
                         ) -> StripResult:
     """Write ``reader``'s capture to ``out`` with paths stripped, plus ``extra_meta`` frames."""
-    order = str(reader.header.get("byte_order", "little"))
+    order = reader.info.byte_order
     result = StripResult()
     zstd = reader.version >= VERSION_ZSTD  # DWARF samples: raw frames compressed again
     # 3.0: samples take their CPU from their frame, whose cpu is copied

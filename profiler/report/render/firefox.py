@@ -32,6 +32,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from profiler import __version__
+from profiler.format.typed_header import CaptureHeader
 from profiler.report.model import Location, ProfileMeta, SourceLine, StackSet, period_is_nanoseconds
 from profiler.report.render import utf8
 from profiler.names import UNKNOWN
@@ -55,7 +56,7 @@ class FirefoxInput:
     the machine facts of the capture's header (arch, kernel release, CPUs, command)."""
 
     profiles: Sequence[StackSet]
-    header: dict[str, Any] = field(default_factory=dict)
+    header: CaptureHeader = field(default_factory=CaptureHeader)
 
 
 def breakpad_id(build_id: str) -> str:
@@ -225,9 +226,8 @@ def _interval_ms(meta: ProfileMeta) -> float:
 def _meta(data: FirefoxInput, arch: str, start_ms: float, end_ms: float, clock: bool) -> dict[str, Any]:
     h = data.header
     first = data.profiles[0].meta
-    target = h.get("target") or {}
-    command = " ".join(str(c) for c in target.get("command") or h.get("cmdline") or [])
-    perf = h.get("perf_data") or {}
+    command = " ".join(h.target.command or h.cmdline)
+    perf = h.perf_data
     meta: dict[str, Any] = {
         "interval": _interval_ms(first),
         "startTime": start_ms,
@@ -242,7 +242,7 @@ def _meta(data: FirefoxInput, arch: str, start_ms: float, end_ms: float, clock: 
         "categories": CATEGORIES,
         "markerSchema": [],
         "platform": "X11",
-        "oscpu": f"Linux {h.get('kernel_release', '')} {arch}".strip(),
+        "oscpu": f"Linux {h.kernel_release} {arch}".strip(),
         "abi": arch,
         "importedFrom": f"profiler {__version__}",
         "arguments": command,
@@ -251,8 +251,8 @@ def _meta(data: FirefoxInput, arch: str, start_ms: float, end_ms: float, clock: 
         "sourceCodeIsNotOnSearchfox": True,
         "keepProfileThreadOrder": True,
     }
-    if isinstance(h.get("nr_cpus"), int):
-        meta["logicalCPUs"] = h["nr_cpus"]
+    if h.nr_cpus is not None:
+        meta["logicalCPUs"] = h.nr_cpus
     if perf.get("cpudesc"):
         meta["CPUName"] = perf["cpudesc"]
     if clock:
@@ -267,7 +267,7 @@ def _empty_markers() -> dict[str, Any]:
 def write_firefox(data: FirefoxInput, out: TextIO) -> None:
     """Write the processed profile JSON to ``out``, the samples in chunks."""
     h = data.header
-    arch = str(h.get("arch") or "")
+    arch = h.arch
     strings = _Strings()
     libs = _Libs(arch)
     sampled = [p.meta for p in data.profiles if p.timeline is not None and len(p.timeline)]
@@ -294,9 +294,8 @@ def write_firefox(data: FirefoxInput, out: TextIO) -> None:
     out.write("}}\n")
 
 
-def _perf_start(h: dict[str, Any], fallback: int) -> int:
-    start = h.get("start_perf_clock_ns")
-    return int(start) if isinstance(start, int) and start > 0 else fallback
+def _perf_start(h: CaptureHeader, fallback: int) -> int:
+    return h.start_perf_clock_ns if h.start_perf_clock_ns is not None else fallback
 
 
 @dataclass
