@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profiler.format import records as R  # noqa: E402
 from profiler.format.attr import attr_to_dict, new_attr  # noqa: E402
-from profiler.format.bulk import load_capture  # noqa: E402
-from profiler.format.container import CaptureReader, CaptureWriter  # noqa: E402
+from profiler.format.decode.decoder import load_capture  # noqa: E402
+from profiler.format.container.reader import CaptureReader  # noqa: E402
+from profiler.format.container.writer import CaptureWriter  # noqa: E402
 from profiler.format.header import make_header  # noqa: E402
 
 SAMPLE_TYPE = (R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PERF_SAMPLE_CPU

@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_decode import write_capture  # noqa: E402
 
 from profiler.format import records as R  # noqa: E402
-from profiler.format.container import FRAME_RAW, CaptureReader  # noqa: E402
+from profiler.format.container.layout import FRAME_RAW  # noqa: E402
+from profiler.format.container.reader import CaptureReader  # noqa: E402
 
 
 def write_perf_data(capture: Path, out: Path) -> None:

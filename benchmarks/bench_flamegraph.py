@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from profiler.report.model import Frame, ProfileMeta, StackProfile, StackSample
+from profiler.report.model import Frame, ProfileMeta, StackSet, StackSample
 from profiler.report.render.flamegraph import FlameGraphOptions, build_flame_tree, render_flamegraph
 from profiler.report.render import folded as folded_renderer
 
@@ -147,7 +147,7 @@ def main() -> int:
 
     folded = io.StringIO()
     t0 = time.perf_counter()
-    folded_renderer.write(StackProfile(meta, stacks), folded, folded_renderer.FoldedOptions())
+    folded_renderer.write(StackSet(meta, stacks), folded, folded_renderer.FoldedOptions())
     print(f"folded: {len(folded.getvalue()) / 1e6:.2f} MB in {time.perf_counter() - t0:.2f} s")
 
     with tempfile.TemporaryDirectory() as tmp:

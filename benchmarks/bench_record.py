@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _perf import fixtures_dir, median, perf_binary, perf_lost_samples, perf_stats, run_tree, shares_times  # noqa: E402
 
-from profiler.format.container import CaptureReader  # noqa: E402
+from profiler.format.container.reader import CaptureReader  # noqa: E402
 
 PROFILER = [sys.executable, "-m", "profiler"]
 

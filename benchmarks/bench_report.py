@@ -69,8 +69,8 @@ def record(workdir: Path, scale: str, freq: str) -> tuple[Path, Path]:
 
 
 def sample_count(ours: Path) -> int:
-    from profiler.format.bulk import load_capture
-    from profiler.format.container import CaptureReader
+    from profiler.format.decode.decoder import load_capture
+    from profiler.format.container.reader import CaptureReader
 
     return len(load_capture(CaptureReader.open(ours)).samples)
 

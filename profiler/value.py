@@ -14,7 +14,7 @@ the code treats them as read-only, and mypy sees them as ordinary attributes.
 For the same reason the modules of the record path import ``typing`` only for the type checker
 (``TYPE_CHECKING = False`` at run time, which mypy reads as true): it cost about 5 ms, and with
 ``from __future__ import annotations`` their annotations never evaluate it. (The zstandard
-package's ``__init__`` imports it too: profiler/format/container.py loads its C backend alone.)
+package's ``__init__`` imports it too: profiler/format/container/codec.py loads its C backend alone.)
 """
 
 from __future__ import annotations

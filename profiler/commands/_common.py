@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from profiler.format.container import DEFAULT_CAPTURE
+from profiler.format.container.layout import DEFAULT_CAPTURE
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -10,13 +10,12 @@ import click
 
 from profiler.commands._common import input_option, warn
 from profiler.commands._profile_opts import parse_symbol_options, symbol_options
-from profiler.format.bulk import load_capture
-from profiler.format.container import CaptureReader
+from profiler.report.capture import Capture
 from profiler.report.offline.capture_dsos import build_id_rows, render_build_ids, rows_to_json, scan_capture
-from profiler.symbols.debuginfod import DebuginfodClient
-from profiler.report.capture import metadata_of
-from profiler.symbols.sources import KIND_ELF, SymbolSources
+from profiler.report.render import utf8
 from profiler.report.unwind_capture import table_sources, unwind_capture
+from profiler.symbols.debuginfod import DebuginfodClient
+from profiler.symbols.sources import KIND_ELF, SymbolSources
 
 
 @click.command("buildids")
@@ -31,11 +30,11 @@ def command(input_path: str, only_hit: bool, as_json: bool, **kwargs: Any) -> No
     it fetches from debuginfod servers the debug files of DSOs with samples; the others
     show debuginfod only when their file is already in the cache."""
     symbols = parse_symbol_options(kwargs)
-    with CaptureReader.open(input_path) as reader:
+    with Capture(input_path) as capture:
+        reader, data = capture.reader, capture.data
         client = DebuginfodClient.from_options(symbols.debuginfod, symbols.offline)
-        sources = SymbolSources(metadata_of(reader), symfs=symbols.symfs, debug_dirs=symbols.debug_dirs,
+        sources = SymbolSources(capture.symbol_metadata(), symfs=symbols.symfs, debug_dirs=symbols.debug_dirs,
                                 kallsyms_path=symbols.kallsyms, debuginfod=client)
-        data = load_capture(reader)
         # a --call-graph dwarf capture: the DSOs its unwound stacks pass through count too
         unwind_capture(reader, data, table_sources(reader, None if symbols.symfs is None else str(symbols.symfs),
                                                    symbols.debug_dirs))
@@ -48,8 +47,7 @@ def command(input_path: str, only_hit: bool, as_json: bool, **kwargs: Any) -> No
             rows = [r for r in rows if r.samples]
         out = sys.stdout
         if as_json:
-            json.dump(rows_to_json(rows), out, indent=1)
-            out.write("\n")
+            out.write(utf8.json_text(json.dumps(rows_to_json(rows), indent=1)) + "\n")
         else:
             render_build_ids(rows, out)
         for message in sources.warnings:

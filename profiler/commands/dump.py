@@ -10,7 +10,9 @@ import click
 
 from profiler.commands._common import input_option, warn
 from profiler.format import records as R
-from profiler.format.container import FRAME_META, FRAME_RAW, FRAME_SYNTH, CaptureReader, Frame
+from profiler.format.container.layout import FRAME_META, FRAME_RAW, FRAME_SYNTH
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.scan import FileFrame
 from profiler.format.events import EventTable
 
 
@@ -49,7 +51,7 @@ def dump(reader: CaptureReader, out: TextIO) -> None:
     out.write(f"# ended cleanly: {'yes' if reader.clean_end else 'no'}\n")
 
 
-def _frame_line(frame: Frame) -> str:
+def _frame_line(frame: FileFrame) -> str:
     cpu = "" if frame.cpu == 0xFFFF else f" cpu={frame.cpu}"
     extra = ""
     if frame.kind == FRAME_META:

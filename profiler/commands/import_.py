@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from profiler.commands._common import warn
-from profiler.format.container import DEFAULT_CAPTURE
+from profiler.format.container.layout import DEFAULT_CAPTURE
 
 
 @click.command("import")
@@ -21,7 +21,7 @@ def command(input_path: str, output: str, archive: bool) -> None:
     from pathlib import Path
 
     from profiler.errors import UsageError
-    from profiler.format.container import CaptureReader
+    from profiler.format.container.reader import CaptureReader
     from profiler.format.perfdata import PerfDataReader
     from profiler.format.perfdata.convert import write_capture
 

@@ -10,7 +10,7 @@ import sys
 import click
 
 from profiler.commands._common import input_option, warn
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 from profiler.format.summary import CaptureSummary, attr_words, summarize
 
 

@@ -218,7 +218,7 @@ def die_by_signal(signum: int) -> None:
 def check_archivable(output: str) -> None:
     """``--archive`` rewrites the capture file once recording ends: refused up front for a
     capture written to standard output, a device or a FIFO, which cannot be read back."""
-    from profiler.format.container import STDOUT
+    from profiler.format.container.layout import STDOUT
     from profiler.format.localfile import written_in_place
 
     try:

@@ -3,7 +3,7 @@
 * ``container``: file header, checksummed frames, trailer; ``CaptureWriter`` / ``CaptureReader``.
 * ``records``: kernel record types, one dataclass each, exact decoding and encoding.
 * ``events``: the capture's events and how a record finds its event's layout.
-* ``bulk``: columnar decoding of every sample at once (the reporter's hot path).
+* ``decode``: columnar decoding of every sample at once (the reporter's hot path).
 * ``attr``: ``struct perf_event_attr``.
 * ``header``: machine facts for a new capture's header.
 

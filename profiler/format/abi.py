@@ -122,7 +122,7 @@ PERF_CONTEXT_MAX = (1 << 64) - 4095
 # The order is the kernel's (perf_output_sample() in kernel/events/core.c, which writes CGROUP,
 # then the page sizes, then AUX; the header's comment lists AUX earlier and omits CGROUP). This
 # table drives the exact decoder and encoder below and the columnar decoder's offsets
-# (profiler.format.bulk): the order is written once.
+# (profiler.format.decode.samples): the order is written once.
 
 KIND_U64 = "u64"  # one u64
 KIND_U32_PAIR = "u32x2"  # two u32 in one word: (pid, tid), (cpu, res)

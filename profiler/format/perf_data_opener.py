@@ -7,7 +7,8 @@ from __future__ import annotations
 import mmap
 from pathlib import Path
 
-from profiler.format.container import FOREIGN_READERS, PERF_DATA_MAGICS, CaptureReader
+from profiler.format.container.layout import PERF_DATA_MAGICS
+from profiler.format.container.reader import FOREIGN_READERS, CaptureReader
 
 
 def open_perf_data(path: Path, data: bytes | mmap.mmap) -> CaptureReader:

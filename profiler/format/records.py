@@ -10,7 +10,7 @@ The constants, the SAMPLE field table and :class:`SampleLayout` live in
 re-exported here, so ``records.PERF_RECORD_MMAP2`` and ``records.SampleLayout`` still work.
 
 This module is the slow, exact path: one Python object per record, used for non-sample
-records, ``profiler dump`` and tests. The reporter's hot path is ``profiler.format.bulk``.
+records, ``profiler dump`` and tests. The reporter's hot path is ``profiler.format.decode``.
 
 Decoding never trusts a size: any field that would run past the end of its record raises
 ``RecordDecodeError`` (a ``FormatError``); nothing is allocated from a claimed length before it

@@ -8,8 +8,9 @@ from typing import Any
 
 from profiler.format import records as R
 from profiler.format.attr import FLAG_BITS
-from profiler.format.bulk import load_capture
-from profiler.format.container import NO_CPU, CaptureReader
+from profiler.format.decode.decoder import load_capture
+from profiler.format.container.layout import NO_CPU
+from profiler.format.container.reader import CaptureReader
 
 SAMPLE_BIT_NAMES: tuple[tuple[int, str], ...] = tuple(
     (getattr(R, name), name[len("PERF_SAMPLE_"):])

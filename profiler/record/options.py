@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from profiler.errors import UsageError
-from profiler.format.container import DEFAULT_CAPTURE
+from profiler.format.container.layout import DEFAULT_CAPTURE
 from profiler.value import Frozen
 
 DEFAULT_FREQ = 4000  # perf's default; the docs say that higher rates slow the target

@@ -28,7 +28,8 @@ from types import FrameType, SimpleNamespace
 from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageError
 from profiler.format import abi as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
-from profiler.format.container import STDOUT, VERSION_FRAME_CPU, VERSION_PLAIN, VERSION_ZSTD, CaptureWriter
+from profiler.format.container.layout import STDOUT, VERSION_FRAME_CPU, VERSION_PLAIN, VERSION_ZSTD
+from profiler.format.container.writer import CaptureWriter
 from profiler.names import KERNEL_DSO
 from profiler.record import kallsyms, metadata, perf_event, synth
 from profiler.record.events import EventSpec, default_event, split_modifiers

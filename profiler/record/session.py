@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from profiler.errors import EventError, PermissionDeniedError, ProfilerError, RecordError
 from profiler.format import abi as R
 from profiler.format.attr import perf_event_attr
-from profiler.format.container import CaptureWriter
+from profiler.format.container.writer import CaptureWriter
 from profiler.record import perf_event
 from profiler.record.kallsyms import SampleSpan
 from profiler.record.mapped import MappedFiles

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format.bulk import ranges
+from profiler.arrays import ranges
 from profiler.report.profile import Profile
 
 I64 = npt.NDArray[np.int64]
@@ -22,7 +22,7 @@ U64 = npt.NDArray[np.uint64]
 
 SAMPLE_KEYS = ("pid", "tid", "comm", "cpu")
 @dataclass(frozen=True)
-class FlatRow:
+class ReportRow:
     """One line of the flat profile. Fields of sort keys not in use are None."""
 
     self_samples: int
@@ -43,7 +43,7 @@ class FlatRow:
 
 
 @dataclass
-class FlatProfile:
+class ReportRows:
     """The whole flat report as plain data (renderers only format it)."""
 
     event: str
@@ -52,7 +52,7 @@ class FlatProfile:
     total_samples: int
     total_period: int
     lost_samples: int
-    rows: list[FlatRow]
+    rows: list[ReportRow]
     # For call graphs: the stacks (and their weights) behind each row, CSR by row index.
     row_start: I64 = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     row_stacks: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -103,7 +103,7 @@ def _group(columns: list[npt.NDArray[Any]]) -> tuple[I64, I64]:
 
 def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
               percent_limit: float = 0.0, keep_stacks: bool = False,
-              percentage: str = "absolute") -> FlatProfile:
+              percentage: str = "absolute") -> ReportRows:
     """Build the flat profile; ``children`` is ignored without callchains. ``percentage``
     as perf's: "absolute" (its default) keeps the total of the samples before the entry
     filters (--comm/--pid/--tid/--dso/--symbol/--trace-filter), "relative" is of those left."""
@@ -153,7 +153,7 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     if percentage == "absolute" and profile.base_period:
         total, total_samples = profile.base_period, profile.base_samples
 
-    def primary(r: FlatRow) -> int:
+    def primary(r: ReportRow) -> int:
         return r.children_period if children else r.self_period
 
     order_keys = sorted(range(len(rows)), key=lambda i: (-primary(rows[i]), -rows[i].self_period,
@@ -161,7 +161,7 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     if percent_limit > 0 and total:
         order_keys = [i for i in order_keys if 100.0 * primary(rows[i]) / total >= percent_limit]
     rows_sorted = [rows[i] for i in order_keys]
-    flat = FlatProfile(profile.event, sort, children, total_samples, total,
+    flat = ReportRows(profile.event, sort, children, total_samples, total,
                        profile.lost_samples, rows_sorted)
     if profile.unwind is not None:
         flat.unwind_lines = profile.unwind.header_lines()
@@ -221,7 +221,7 @@ def srcline_keys(profile: Profile) -> tuple[I64, list[str]]:
 
 def _row(profile: Profile, sort: tuple[str, ...], attr_names: list[str],
          dso_info: list[tuple[str, str, bool]], key: tuple[int, ...],
-         self_w: tuple[int, int], child_w: tuple[int, int], line_texts: list[str]) -> FlatRow:
+         self_w: tuple[int, int], child_w: tuple[int, int], line_texts: list[str]) -> ReportRow:
     vals = dict(zip(attr_names, key[:-1]))
     fk = key[-1]
     fields: dict[str, Any] = {}
@@ -240,15 +240,15 @@ def _row(profile: Profile, sort: tuple[str, ...], attr_names: list[str],
     elif "dso" in sort:
         short, path, kernel = dso_info[fk]
         fields.update(dso=short, dso_path=path, kernel=kernel)
-    return FlatRow(self_w[0], self_w[1], child_w[0], child_w[1], **fields)
+    return ReportRow(self_w[0], self_w[1], child_w[0], child_w[1], **fields)
 
 
-def _text_key(row: FlatRow) -> tuple[str, ...]:
+def _text_key(row: ReportRow) -> tuple[str, ...]:
     return (row.comm or "", str(row.pid or 0), str(row.tid or 0), str(row.cpu or 0),
             row.dso or "", row.symbol or "", row.srcline or "")
 
 
-def _attach_stacks(flat: FlatProfile, keys: list[tuple[int, ...]], cols: list[I64], w: U64,
+def _attach_stacks(flat: ReportRows, keys: list[tuple[int, ...]], cols: list[I64], w: U64,
                    stacks: I64) -> None:
     """Index, for each shown row, the stacks behind it (for call graphs)."""
     row_of = {k: i for i, k in enumerate(keys)}

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.errors import ReportError
-from profiler.format.bulk import SampleColumns
+from profiler.format.decode.columns import SampleColumns
 from profiler.format.tracepoint import TraceFormat
 from profiler.report.capture import Capture
 from profiler.report.options import Filters, LoadOptions, time_mask

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from profiler.report.aggregate import FlatProfile
+from profiler.report.aggregate import ReportRows
 from profiler.report.profile import Profile
 
 
@@ -47,7 +47,7 @@ class _Trie:
 Path = tuple[list[int], "list[int] | None", int]
 
 
-def row_paths(profile: Profile, flat: FlatProfile, row: int, order: str) -> list[Path]:
+def row_paths(profile: Profile, flat: ReportRows, row: int, order: str) -> list[Path]:
     """The (frame-id path, line-id path, period) triples merged into ``row``'s tree."""
     stacks, weights = flat.stacks_of(row)
     key = int(flat.row_fkey[row]) if len(flat.row_fkey) else -1
@@ -103,7 +103,7 @@ def _compress(trie: _Trie, min_weight: float) -> list[CallNode]:
     return out
 
 
-def row_tree(profile: Profile, flat: FlatProfile, row: int, order: str, threshold: float) -> list[CallNode]:
+def row_tree(profile: Profile, flat: ReportRows, row: int, order: str, threshold: float) -> list[CallNode]:
     """The call tree (top-level nodes) of one row; empty when everything is below threshold."""
     min_weight = flat.total_period * threshold / 100.0
     return build_tree(row_paths(profile, flat, row, order), min_weight)
@@ -133,11 +133,11 @@ class PerfReport:
     """What perf report's layouts (table, JSON, CSV) render: the rows, and with a call graph
     each row's tree. Plain data: no capture, no resolver."""
 
-    flat: FlatProfile
+    flat: ReportRows
     graph: CallGraph | None = None
 
 
-def build_call_graph(profile: Profile, flat: FlatProfile, order: str, threshold: float) -> CallGraph:
+def build_call_graph(profile: Profile, flat: ReportRows, order: str, threshold: float) -> CallGraph:
     """The call tree of every row of ``flat`` (``order``: caller or callee) above ``threshold``
     percent, with the names of the frames they hold."""
     trees = [row_tree(profile, flat, row, order, threshold) for row in range(len(flat.rows))]

@@ -12,8 +12,9 @@ from collections.abc import Iterable
 
 from profiler.errors import FormatError, ReportError
 from profiler.format import perf_data_opener  # noqa: F401  registers: perf.data opens as a capture
-from profiler.format.bulk import CaptureData, load_capture
-from profiler.format.container import CaptureReader
+from profiler.format.decode.columns import CaptureData
+from profiler.format.decode.decoder import load_capture
+from profiler.format.container.reader import CaptureReader
 from profiler.format.events import EventTable
 from profiler.report.options import Filters
 from profiler.report.tally import Tally
@@ -85,6 +86,12 @@ class Capture:
 
     def close(self) -> None:
         self.reader.close()
+
+    def __enter__(self) -> Capture:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def decode_whole(path: str, reader: CaptureReader, callchains: bool = True) -> CaptureData:

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format import records as R
-from profiler.format.bulk import CaptureData, SampleColumns
+from profiler.format.decode.columns import CaptureData, SampleColumns
 from profiler.format.events import Event
 
 U64 = npt.NDArray[np.uint64]

@@ -15,11 +15,11 @@ no renderer.
   ``frames`` root first, leaf last (the order flame graphs draw; perf's callchains arrive leaf
   first, so the reporter reverses them), and, when asked for, the ``locations`` the frames
   came from (also root first).
-* :class:`StackProfile` — what a stack renderer takes: the stacks and :class:`ProfileMeta`.
+* :class:`StackSet` — what a stack renderer takes: the stacks and :class:`ProfileMeta`.
 
 The renderer protocol (docs/architecture.md): a stack renderer is a module of
 ``profiler/report/render/`` with a frozen options dataclass and
-``write(profile: StackProfile, stream, options) -> None``; it writes to the stream it is
+``write(profile: StackSet, stream, options) -> None``; it writes to the stream it is
 given and opens no file.
 """
 
@@ -194,7 +194,7 @@ def period_is_nanoseconds(event: str) -> bool:
 @dataclass(frozen=True)
 class Timeline:
     """Every sample in time order, for the outputs that show time (the Firefox Profiler):
-    per sample the index of its stack in :attr:`StackProfile.stacks` (which also names its
+    per sample the index of its stack in :attr:`StackSet.stacks` (which also names its
     thread), its time on the sample clock (ns) and its period."""
 
     stack: npt.NDArray[np.int64]
@@ -206,7 +206,7 @@ class Timeline:
 
 
 @dataclass(frozen=True)
-class StackProfile:
+class StackSet:
     """The input of every stack renderer: what the capture was, and its distinct stacks;
     with :attr:`timeline` (when asked for, and the profile has a row per sample) every sample
     in time order."""

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.errors import UsageError
-from profiler.format.container import DEFAULT_CAPTURE
+from profiler.format.container.layout import DEFAULT_CAPTURE
 
 SORT_KEYS: tuple[str, ...] = ("pid", "tid", "comm", "dso", "sym", "cpu", "srcline")
 DEFAULT_SORT: tuple[str, ...] = ("comm", "dso", "sym")

@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format.bulk import CaptureData, SampleColumns, check_period_total, period_total
+from profiler.format.decode.columns import CaptureData, SampleColumns
+from profiler.format.decode.decoder import check_period_total, period_total
 from profiler.report.assemble import (
     Counts,
     NoSamples,
@@ -55,7 +56,7 @@ from profiler.report.assemble import (
 )
 from profiler.report.capture import Capture
 from profiler.report.groupread import member_samples, reads_group
-from profiler.report.model import StackProfile
+from profiler.report.model import StackSet
 from profiler.report.options import LoadOptions
 from profiler.report.profile import Profile, stack_profile
 from profiler.report.replay import ReplayResult, replay
@@ -121,7 +122,7 @@ def load_events(options: LoadOptions, warn: Warn, capture: Capture | None = None
     return profiles
 
 
-def load_stacks(options: LoadOptions, warn: Warn, locations: bool = False, what: str = "draw") -> StackProfile:
+def load_stacks(options: LoadOptions, warn: Warn, locations: bool = False, what: str = "draw") -> StackSet:
     """One event's stacks in the frame model (what stack renderers take); the pipeline's
     warnings go to ``warn``, also before a :class:`NoSamples`. ``locations``: each stack also
     carries its addresses, mappings and source lines (see :mod:`profiler.report.model`)."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format.bulk import SampleColumns
+from profiler.format.decode.columns import SampleColumns
 from profiler.format.events import EventTable
 from profiler.format.tracepoint import TraceFormat
 from profiler.report.model import (
@@ -27,7 +27,7 @@ from profiler.report.model import (
     Mapping,
     ProfileMeta,
     SourceLine,
-    StackProfile,
+    StackSet,
     StackSample,
     Timeline,
 )
@@ -297,8 +297,8 @@ def profile_meta(profile: Profile, header: dict[str, Any]) -> ProfileMeta:
     )
 
 
-def stack_profile(profile: Profile, locations: bool = False, timeline: bool = False) -> StackProfile:
+def stack_profile(profile: Profile, locations: bool = False, timeline: bool = False) -> StackSet:
     """The profile in the frame model: its distinct stacks and what the capture was; with
     ``timeline`` every sample in time order too (a profile with a row per sample)."""
-    return StackProfile(profile_meta(profile, profile.header), profile.stack_samples(locations),
+    return StackSet(profile_meta(profile, profile.header), profile.stack_samples(locations),
                         profile.timeline() if timeline else None)

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format import records as R
-from profiler.format.bulk import OtherRecord
+from profiler.format.decode.columns import OtherRecord
 from profiler.report.maps import EMPTY, KERNEL_MAP_PREFIX, Dso, DsoTable, Map, MapSnapshot
 
 I64 = npt.NDArray[np.int64]

@@ -24,8 +24,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from profiler.arrays import distinct
 from profiler.errors import FormatError
-from profiler.format.bulk import distinct
 from profiler.report.maps import Dso, DsoTable, MapSnapshot
 from profiler.symbols.sources import SymbolSources
 from profiler.symbols.demangle import demangle

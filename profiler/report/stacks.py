@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format.bulk import CONTEXT_KERNEL, SampleColumns, cpumode_context, ranges, split_callchains
-from profiler.report.groupby import dense_ids, pair_ids
+from profiler.arrays import ranges
+from profiler.format.decode.chains import CONTEXT_KERNEL, cpumode_context, split_callchains
+from profiler.format.decode.columns import SampleColumns
+from profiler.arrays import dense_ids, pair_ids
 from profiler.report.options import Filters
 from profiler.report.profile import Profile, StackTable
 from profiler.report.resolver import FrameInfo, Resolved, SymbolResolver

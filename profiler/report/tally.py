@@ -38,26 +38,23 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from profiler.arrays import odd_multipliers, ranges, row_ids
 from profiler.errors import ReportError
-from profiler.format.bulk import (
-    ChainTable,
+from profiler.format.decode.chains import ChainStore
+from profiler.format.decode.columns import ChainTable, OtherRecord, SampleColumns
+from profiler.format.decode.decoder import (
     ChunkDecoder,
-    OtherRecord,
-    SampleColumns,
-    _ChainStore,
-    _odd_multipliers,
     check_period_total,
     count_types,
     period_total,
-    ranges,
-    sample_word,
     samples_have_cpu,
 )
+from profiler.format.decode.samples import sample_word
 from profiler.errors import ProfilerError
 from profiler.format import records as R
-from profiler.format.container import CaptureReader, Frame
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.scan import FileFrame
 from profiler.format.events import EventTable
-from profiler.report.groupby import row_ids
 from profiler.report.options import Filters, time_bounds
 from profiler.report.replay import ReplayState, name_unknown, place_samples, replay_in_order
 
@@ -152,7 +149,7 @@ class Rows:
 
 
 # One fixed odd 64-bit multiplier per key column of Rows: the row hash.
-_KEY_MULTIPLIERS = _odd_multipliers(0xF01D, len(Rows.KEYS))
+_KEY_MULTIPLIERS = odd_multipliers(0xF01D, len(Rows.KEYS))
 
 
 @dataclass
@@ -185,7 +182,7 @@ class _Plan:
     """What every chunk's tally needs (inherited by the worker processes)."""
 
     decoder: ChunkDecoder
-    chunks: list[tuple[list[Frame], int]]  # frames, file position of the first record
+    chunks: list[tuple[list[FileFrame], int]]  # frames, file position of the first record
     state: ReplayState
     other_time: U64  # the replayed records' (time, file position), in replay order
     other_seq: I64
@@ -203,7 +200,7 @@ class _ChunkResult:
     damaged: int
     has: frozenset[str]
     first_time: int
-    period_total: float  # of the chunk's samples, summed without wrapping (bulk.check_period_total)
+    period_total: float  # of the chunk's samples, summed without wrapping (decoder.check_period_total)
 
 
 def tally_supported(header: dict[str, Any], filters: Filters) -> bool:
@@ -240,7 +237,7 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     counts: Counter[str] = Counter()
     others: list[OtherRecord] = []
     failed = 0
-    chunks: list[tuple[list[Frame], int]] = []
+    chunks: list[tuple[list[FileFrame], int]] = []
     chunk_times: list[tuple[int, int]] = []
     seq0 = 0
     for frames, scan in zip(frame_chunks, _map(lambda k: _scan_chunk(decoder, frame_chunks[k], time_word),
@@ -339,7 +336,7 @@ class _Scan:
     times: tuple[int, int]  # its samples' earliest and latest time; (-1, -1) without (or unknown)
 
 
-def _scan_chunk(decoder: ChunkDecoder, frames: list[Frame], time_word: int | None) -> _Scan:
+def _scan_chunk(decoder: ChunkDecoder, frames: list[FileFrame], time_word: int | None) -> _Scan:
     warnings: list[str] = []
     chunk = decoder.records(frames, 0, warnings)
     counts: Counter[str] = Counter()
@@ -434,7 +431,7 @@ def _serve(task: Callable[[int], Any], indices: range, write_fd: int, parent: in
 
 
 def _run(plan: _Plan, jobs: int) -> Tally:
-    merged = _Merge(plan, _ChainStore())
+    merged = _Merge(plan, ChainStore())
     for result in _map(lambda k: _tally_chunk(plan, k), len(plan.chunks), jobs):
         merged.add(result)
     return merged.result()
@@ -444,7 +441,7 @@ class _Merge:
     """Chunk results merged in chunk order: chains renumbered into one table, rows tallied
     whenever they have doubled since the last tally."""
 
-    def __init__(self, plan: _Plan, store: _ChainStore) -> None:
+    def __init__(self, plan: _Plan, store: ChainStore) -> None:
         self.plan = plan
         self.store = store
         self.parts: list[Rows] = []

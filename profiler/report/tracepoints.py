@@ -26,8 +26,9 @@ import numpy.typing as npt
 from profiler.errors import UsageError
 from profiler.format import records as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT
-from profiler.format.bulk import _Views
-from profiler.format.container import FRAME_RAW, FRAME_SYNTH, CaptureReader
+from profiler.format.decode.views import RecordViews
+from profiler.format.container.layout import FRAME_RAW, FRAME_SYNTH
+from profiler.format.container.reader import CaptureReader
 from profiler.format.events import EventTable
 from profiler.format.tracepoint import TraceFormat, Value, formats_from_meta
 
@@ -53,7 +54,7 @@ def raw_payloads(reader: CaptureReader, seqs: npt.NDArray[np.int64]) -> npt.NDAr
     """The PERF_SAMPLE_RAW bytes of the sample records numbered ``seqs`` (file order, as the
     columnar decoder numbers them), as an object array aligned with ``seqs``."""
     events = EventTable.from_header(reader.header)
-    views = _Views(reader, events.bo)
+    views = RecordViews(reader, events.bo)
     wanted = np.unique(seqs)
     found: dict[int, bytes] = {}
     next_seq = 0

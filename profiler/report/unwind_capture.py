@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from profiler.format.bulk import CaptureData, ranges
-from profiler.format.container import CaptureReader
+from profiler.arrays import ranges
+from profiler.format.decode.columns import CaptureData
+from profiler.format.container.reader import CaptureReader
 from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS
 from profiler.report.replay import replay
 from profiler.unwind.arch import columns_for

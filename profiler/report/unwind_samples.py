@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from profiler.arrays import distinct, ranges
 from profiler.format import records as R
-from profiler.format.bulk import CONTEXT_USER, SampleColumns, _ChainStore, distinct, ranges
-from profiler.format.container import CaptureReader
+from profiler.format.decode.chains import CONTEXT_USER, ChainStore
+from profiler.format.decode.columns import SampleColumns
+from profiler.format.container.reader import CaptureReader
 from profiler.report.maps import DsoTable, MapSnapshot
 from profiler.unwind.arch import RA, SP, ArchColumns, columns_for
 from profiler.unwind.sources import TableSources
@@ -375,7 +377,7 @@ def chains_with_user_frames(s: SampleColumns, res: UnwindResult) -> tuple[npt.ND
     marker_at = start[:-1][has_user] + klen_keep[has_user]
     words[marker_at] = CONTEXT_USER
     words[ranges(marker_at + 1, ulen[has_user])] = res.pcs[ranges(res.start[:-1][has_user], ulen[has_user])]
-    store = _ChainStore()
+    store = ChainStore()
     ids = store.add(words, start[:-1], total)
     return ids, store.table()
 

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format.bulk import ChainTable, SampleColumns, _ChainStore
+from profiler.format.decode.chains import ChainStore
+from profiler.format.decode.columns import ChainTable, SampleColumns
 from profiler.report.assemble import Counts, Selected, assemble, entry_mask, make_resolver
 from profiler.report.capture import Capture
 from profiler.report.options import LoadOptions
@@ -105,7 +106,7 @@ def _windows(options: LoadOptions, capture: Capture, events: list[int], prepared
         first = firsts[k]
         suffix[k] = first if later is None else (later if first is None else min(first, later))
     resolver = make_resolver(capture, state, options)
-    store = _ChainStore()
+    store = ChainStore()
     held = _Held()
     has: set[str] = set()
     wanted = np.asarray(events, dtype=np.int64)

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from profiler.arrays import distinct
 from profiler.errors import ReportError
-from profiler.format.bulk import distinct
 
 UIntArray = npt.NDArray[np.uint64]
 

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format import records as R
-from profiler.format.bulk import SampleColumns
+from profiler.format.decode.columns import SampleColumns
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]

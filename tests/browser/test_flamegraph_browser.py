@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from profiler.report.model import Frame, ProfileMeta, StackProfile, StackSample
+from profiler.report.model import Frame, ProfileMeta, StackSet, StackSample
 from profiler.report.render.flamegraph import FlameGraphOptions, write
 
 pytestmark = pytest.mark.browser
@@ -100,7 +100,7 @@ class Viewer:
 def html_file(tmp_path: Path) -> Path:
     path = tmp_path / "flame graph.html"
     with path.open("w", encoding="utf-8") as out:
-        write(StackProfile(META, sample_profile()), out, FlameGraphOptions())
+        write(StackSet(META, sample_profile()), out, FlameGraphOptions())
     return path
 
 
@@ -281,7 +281,7 @@ def _wide_and_narrow() -> list[StackSample]:
 def test_narrow_frames_are_counted_and_drawn_after_zoom(chromium: Any, tmp_path: Path) -> None:
     path = tmp_path / "narrow.html"
     with path.open("w", encoding="utf-8") as out:
-        tree = write(StackProfile(META, _wide_and_narrow()), out, FlameGraphOptions())
+        tree = write(StackSet(META, _wide_and_narrow()), out, FlameGraphOptions())
     assert tree.pruned == 0 and tree.num_nodes() == 1 + 1 + 2 + 1 + 1 + 1000  # the whole tree is in the file
     for viewer in open_offline(chromium, path):
         assert not any(f["name"].startswith("leaf_") for f in viewer.drawn())
@@ -301,7 +301,7 @@ def test_narrow_frames_are_counted_and_drawn_after_zoom(chromium: Any, tmp_path:
 def test_pruning_at_build_time_is_said(chromium: Any, tmp_path: Path) -> None:
     path = tmp_path / "pruned.html"
     with path.open("w", encoding="utf-8") as out:
-        tree = write(StackProfile(META, _wide_and_narrow()), out, FlameGraphOptions(min_width=0.001))
+        tree = write(StackSet(META, _wide_and_narrow()), out, FlameGraphOptions(min_width=0.001))
     assert tree.pruned == 1000
     for viewer in open_offline(chromium, path):
         assert "1,000 frames narrower than 0.10% of the total left out of this file" in viewer.text("#fg-hidden")
@@ -312,7 +312,7 @@ def test_deep_stacks_open_scrolled_to_the_widest_frames(chromium: Any, tmp_path:
     stacks = [StackSample("shares", 100, 100, deep, 100, 100)]
     path = tmp_path / "deep.html"
     with path.open("w", encoding="utf-8") as out:
-        write(StackProfile(META, stacks), out, FlameGraphOptions())
+        write(StackSet(META, stacks), out, FlameGraphOptions())
     for viewer in open_offline(chromium, path):
         root = viewer.frame("all")
         top = viewer.page.evaluate("document.getElementById('fg-canvas').getBoundingClientRect().top")
@@ -402,7 +402,7 @@ def test_narrow_frames_show_their_functions_lines(chromium: Any, tmp_path: Path)
               s((("main", "m.c:5"), ("big", "b.c:4"), ("tiny", "t.c:9")), 1)]
     path = tmp_path / "narrow.html"
     with path.open("w", encoding="utf-8") as out:
-        write(StackProfile(META, stacks), out, FlameGraphOptions(group_by="none"))
+        write(StackSet(META, stacks), out, FlameGraphOptions(group_by="none"))
     for viewer in open_offline(chromium, path):
         viewer.page.mouse.move(*viewer.centre(viewer.frame("main")))
         assert "source: m.c:5 (99.80%), m.c:1 (0.20%)" in viewer.text("#fg-tooltip")

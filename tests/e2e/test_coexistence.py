@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from profiler.format import records as R
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("require_perf")]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from profiler.format import records as R
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 from profiler.report.offline.archive import archive_capture
 from profiler.symbols.elf import ElfFile
 from profiler.symbols.dso import clear_symbol_cache

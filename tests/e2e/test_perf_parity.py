@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from profiler.format import records as R
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("require_perf")]
 

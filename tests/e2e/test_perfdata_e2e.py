@@ -231,7 +231,7 @@ def test_dwarf_samples_keep_their_user_stacks(recordings: dict[str, Path]) -> No
     """REGS_USER and STACK_USER arrive intact for the DWARF unwinder (decoded one by one)."""
     import profiler.format.perfdata  # noqa: F401  registers the perf.data reader
     from profiler.format import records as R
-    from profiler.format.container import CaptureReader
+    from profiler.format.container.reader import CaptureReader
 
     reader = CaptureReader.open(recordings["dwarf"])
     samples = [r for r in reader.iter_records() if isinstance(r, R.Sample)]

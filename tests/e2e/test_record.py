@@ -24,7 +24,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from profiler.format import records as R
-from profiler.format.container import FRAME_RAW, CaptureReader
+from profiler.format.container.layout import FRAME_RAW
+from profiler.format.container.reader import CaptureReader
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("require_perf")]
 
@@ -370,7 +371,7 @@ def assert_frame_cpus(out: Path) -> None:
     with CaptureReader.open(out) as reader:
         assert reader.version == (3, 0)
         assert not reader.header["events"][0]["attr"]["sample_type"] & R.PERF_SAMPLE_CPU
-        from profiler.format.bulk import load_capture
+        from profiler.format.decode.decoder import load_capture
 
         cols = load_capture(reader).samples
         frame_cpus = Counter(frame.cpu for frame, rec in reader.iter_records_with_frames() if isinstance(rec, R.Sample))

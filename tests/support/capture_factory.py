@@ -7,7 +7,7 @@ from typing import Any
 
 from profiler.format import records as R
 from profiler.format.attr import attr_to_dict, new_attr
-from profiler.format.container import CaptureWriter
+from profiler.format.container.writer import CaptureWriter
 
 SAMPLE_TYPE = (R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PERF_SAMPLE_CPU
                | R.PERF_SAMPLE_PERIOD | R.PERF_SAMPLE_CALLCHAIN)

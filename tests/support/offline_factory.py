@@ -8,7 +8,7 @@ from typing import Any
 from tests.support.capture_factory import make_test_header
 
 from profiler.format import records as R
-from profiler.format.container import CaptureWriter
+from profiler.format.container.writer import CaptureWriter
 from profiler.symbols.elf import ElfFile
 
 BASE = 0x5555_0000_0000

@@ -14,7 +14,7 @@ from typing import Any
 from tests.support.capture_factory import cpu_clock_attr, make_test_header
 
 from profiler.format import records as R
-from profiler.format.container import CaptureWriter
+from profiler.format.container.writer import CaptureWriter
 
 KBASE = 0xFFFFFFFF81000000
 KFUNCS = ("k_root", "k_mid", "k_leaf_a", "k_leaf_b", "k_recurse", "k_other")

@@ -13,7 +13,7 @@ on each one that names nothing:
   of the repository (a package-relative name; ``report/load.py`` from ``docs/``);
 * a bare module name (``pipeline.py``): some file of that name exists;
 * in Markdown, a link target (``[format](format.md)``) from the Markdown file's folder;
-* a dotted module path (``profiler.report.fold``, ``profiler.format.bulk.split_callchains``): the
+* a dotted module path (``profiler.report.tally``, ``profiler.format.decode.chains.split_callchains``): the
   longest importable prefix is a module of ``profiler`` and the rest are its attributes.
 
 Absolute paths (``/proc/kallsyms``) and build outputs (``out/…``) are not the repository's.
@@ -174,8 +174,8 @@ def test_stale_references_are_caught() -> None:
     assert not exists("profiler/format/no_such.py", here)
     assert not exists("profiler/nowhere/", here)
     assert not exists("never_written.py", here)
-    assert dotted_exists("profiler.format.container.CaptureReader")
-    assert not dotted_exists("profiler.format.container.NoSuchThing")
+    assert dotted_exists("profiler.format.container.reader.CaptureReader")
+    assert not dotted_exists("profiler.format.container.reader.NoSuchThing")
     assert not dotted_exists("profiler.no_such_package.module")
 
 

@@ -3,7 +3,7 @@
 * ``features``: ``struct perf_event_attr`` from bytes and the header's feature sections;
 * ``walk``: the record stream — kernel records in runs, perf's own records decoded,
   compressed (zstd) records inflated;
-* ``reader``: :class:`PerfDataReader`, a :class:`~profiler.format.container.CaptureReader`
+* ``reader``: :class:`PerfDataReader`, a :class:`~profiler.format.container.reader.CaptureReader`
   over a perf.data file.
 
 The facts come from tools/perf/Documentation/perf.data-file-format.txt and

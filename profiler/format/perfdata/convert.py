@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from profiler.format.container import FRAME_RAW, FRAME_ROUND, FRAME_SYNTH, CaptureReader, CaptureWriter
+from profiler.format.container.layout import FRAME_RAW, FRAME_ROUND, FRAME_SYNTH
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 
 
 @dataclass

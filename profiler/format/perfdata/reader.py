@@ -1,6 +1,6 @@
 """``PerfDataReader``: a perf.data file (file or pipe mode) read as a capture.
 
-The reporter reads captures through :class:`profiler.format.container.CaptureReader`: a
+The reporter reads captures through :class:`profiler.format.container.reader.CaptureReader`: a
 header map, frames of whole kernel records, metadata. This module builds exactly that from a
 perf.data file, so every command (report, script, flamegraph, export, buildids, info, import)
 reads perf.data unchanged:
@@ -35,14 +35,9 @@ from typing import IO, Any
 import numpy as np
 
 from profiler.errors import FormatError, VersionError
-from profiler.format.container import (
-    FRAME_HEADER_SIZE,
-    FRAME_RAW,
-    NO_CPU,
-    CaptureReader,
-    Frame,
-    ScanResult,
-)
+from profiler.format.container.layout import FRAME_HEADER_SIZE, FRAME_RAW, NO_CPU
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.scan import FileFrame, ScanResult
 from profiler.format.perfdata.features import (
     ATTR_SIZE_VER0,
     HEADER_FEAT_BITS,
@@ -120,18 +115,18 @@ class _Collector(RecordSink):
         self.spooled.append((self.spool_size + FRAME_HEADER_SIZE, b - a))
         self.spool_size += FRAME_HEADER_SIZE + (b - a)
 
-    def frames(self, file_data: bytes | mmap.mmap) -> tuple[bytes | mmap.mmap, list[Frame]]:
+    def frames(self, file_data: bytes | mmap.mmap) -> tuple[bytes | mmap.mmap, list[FileFrame]]:
         """The buffer the frames live in, and the frames."""
         if self.spool is None:
             view = memoryview(file_data)
-            return file_data, [Frame(FRAME_RAW, NO_CPU, i, a - FRAME_HEADER_SIZE, view[a:b])
+            return file_data, [FileFrame(FRAME_RAW, NO_CPU, i, a - FRAME_HEADER_SIZE, view[a:b])
                                for i, (a, b) in enumerate(self.runs)]
         self.spool.flush()
         if self.spool_size == 0:
             return b"", []
         data = mmap.mmap(self.spool.fileno(), 0, access=mmap.ACCESS_READ)
         view = memoryview(data)
-        return data, [Frame(FRAME_RAW, NO_CPU, i, off - FRAME_HEADER_SIZE, view[off:off + n])
+        return data, [FileFrame(FRAME_RAW, NO_CPU, i, off - FRAME_HEADER_SIZE, view[off:off + n])
                       for i, (off, n) in enumerate(self.spooled)]
 
 
@@ -189,7 +184,7 @@ def _drop_pages(data: bytes | mmap.mmap) -> None:
 
 
 def _read(path: Path, data: bytes | mmap.mmap) -> tuple[
-        dict[str, Any], bytes | mmap.mmap, list[Frame], list[tuple[str, dict[str, Any]]], ScanResult, Any]:
+        dict[str, Any], bytes | mmap.mmap, list[FileFrame], list[tuple[str, dict[str, Any]]], ScanResult, Any]:
     head = bytes(data[:16])
     if head[:8] == MAGIC_V1:
         raise VersionError(f"{path} is a perf.data file of the first version (PERFFILE, before 2010), "

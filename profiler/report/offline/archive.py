@@ -46,14 +46,16 @@ from profiler.errors import FormatError, ProfilerError, UsageError
 from profiler.report.unwind_capture import table_sources, unwind_capture
 from profiler.unwind.sources import META_KIND as UNWIND_META
 from profiler.unwind.table import RuleTable
-from profiler.format.bulk import load_capture
-from profiler.format.container import as_utf8, STDOUT, CaptureReader, CaptureWriter
+from profiler.format.container.codec import as_utf8
+from profiler.format.container.layout import STDOUT
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 from profiler.format.localfile import written_in_place
 from profiler.report.offline.capture_dsos import DsoUse, scan_capture
 from profiler.symbols.debuginfod import DebuginfodClient
 from profiler.symbols.kallsyms import KernelSymbols
 from profiler.names import KERNEL_DSO
-from profiler.report.capture import metadata_of
+from profiler.report.capture import Capture
 from profiler.symbols.sources import (
     KIND_ELF,
     KIND_JIT,
@@ -139,15 +141,17 @@ def archive_capture(
         if strip_paths:
             raise UsageError("--strip-paths writes a copy: -o must name another file than the capture.")
         check_writable(src)
-    reader = CaptureReader.open(src)
+    capture = Capture(str(src))
+    reader = capture.reader
     if in_place and _is_perf_data(reader):
         reader.close()
         raise UsageError(f"{src} is a perf.data file: name the capture to write with -o OUT.")
     try:
-        existing = SymbolSources(metadata_of(reader))
-        finder = SymbolSources(metadata_of(reader), symfs=symfs, debug_dirs=debug_dirs, kallsyms_path=kallsyms_path,
+        metadata = capture.symbol_metadata()
+        existing = SymbolSources(metadata)
+        finder = SymbolSources(metadata, symfs=symfs, debug_dirs=debug_dirs, kallsyms_path=kallsyms_path,
                                perf_map_dir=perf_map_dir, use_packed=False, debuginfod=debuginfod)
-        data = load_capture(reader)
+        data = capture.data
         unwound = unwind_capture(reader, data, table_sources(reader, None if symfs is None else str(symfs),
                                                              debug_dirs, use_packed=False))
         found = scan_capture(reader, data, lambda: finder.kernel()[0])

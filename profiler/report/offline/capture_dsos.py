@@ -5,7 +5,7 @@ Every sample contributes its ``ip`` and, when recorded, every callchain entry. T
 ``PERF_CONTEXT_*`` marker before an entry says whether it is a kernel or a user address
 (perf_event.h: "PERF_CONTEXT_KERNEL ... PERF_CONTEXT_USER" mark where each part of the
 chain starts); an entry before any marker, and a bare ``ip``, take the sample's cpumode
-(``profiler.format.bulk.split_callchains``, the reporter's too). A guest's or the hypervisor's
+(``profiler.format.decode.chains.split_callchains``, the reporter's too). A guest's or the hypervisor's
 addresses belong to no DSO of this machine and are not counted. User addresses are placed in
 their process's maps at the sample's time (the reporter's
 ``replay``), giving (DSO, file offset); addresses in no file (anonymous memory, no map)
@@ -25,16 +25,10 @@ from typing import Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from profiler.format.bulk import (
-    CONTEXT_KERNEL,
-    CONTEXT_USER,
-    CaptureData,
-    SampleColumns,
-    cpumode_context,
-    load_capture,
-    split_callchains,
-)
-from profiler.format.container import CaptureReader
+from profiler.format.decode.chains import CONTEXT_KERNEL, CONTEXT_USER, cpumode_context, split_callchains
+from profiler.format.decode.columns import CaptureData, SampleColumns
+from profiler.format.decode.decoder import load_capture
+from profiler.format.container.reader import CaptureReader
 from profiler.symbols.kallsyms import KernelSymbols
 from profiler.names import KERNEL_DSO
 from profiler.report.maps import Dso

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler.format import records as R
-from profiler.format.container import (
+from profiler.format.container.layout import (
     FRAME_META,
     FRAME_RAW,
     FRAME_ROUND,
@@ -33,9 +33,9 @@ from profiler.format.container import (
     VERSION_FRAME_CPU,
     VERSION_PLAIN,
     VERSION_ZSTD,
-    CaptureReader,
-    CaptureWriter,
 )
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 
 #: Byte offset of the file name in each record type that carries a path (perf_event.h):
 #: MMAP: header, pid, tid, addr, len, pgoff; MMAP2: the same plus maj/min/ino/ino_generation

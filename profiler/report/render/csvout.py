@@ -5,12 +5,12 @@ from __future__ import annotations
 import csv
 from typing import TextIO
 
-from profiler.report.aggregate import FlatProfile
+from profiler.report.aggregate import ReportRows
 from profiler.report.callgraph import PerfReport
 from profiler.report.render.jsonout import row_dict
 
 
-def csv_fields(flat: FlatProfile) -> list[str]:
+def csv_fields(flat: ReportRows) -> list[str]:
     fields = ["children", "self", "samples", "period"] if flat.children else ["self", "samples", "period"]
     return fields + ["symbol" if k == "sym" else k for k in flat.sort] + ["kernel"]
 

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from profiler import __version__
-from profiler.report.model import Location, ProfileMeta, SourceLine, StackProfile, period_is_nanoseconds
+from profiler.report.model import Location, ProfileMeta, SourceLine, StackSet, period_is_nanoseconds
 from profiler.report.render import utf8
 from profiler.names import UNKNOWN
 
@@ -51,10 +51,10 @@ CHUNK = 1 << 16  # samples formatted per write
 
 @dataclass
 class FirefoxInput:
-    """One :class:`StackProfile` per event, each with its locations and its timeline, and
+    """One :class:`StackSet` per event, each with its locations and its timeline, and
     the machine facts of the capture's header (arch, kernel release, CPUs, command)."""
 
-    profiles: Sequence[StackProfile]
+    profiles: Sequence[StackSet]
     header: dict[str, Any] = field(default_factory=dict)
 
 
@@ -307,7 +307,7 @@ class _Samples:
     origin_ns: int
 
 
-def _threads_of(profile: StackProfile, strings: _Strings, libs: _Libs, origin_ns: int,
+def _threads_of(profile: StackSet, strings: _Strings, libs: _Libs, origin_ns: int,
                 name_event: bool) -> list[tuple[dict[str, Any], _Samples]]:
     """One thread per thread id of the profile (``name_event``: its event in its name)."""
     tl = profile.timeline

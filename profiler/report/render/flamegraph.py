@@ -30,7 +30,7 @@ from profiler.names import UNKNOWN
 from profiler.report.model import (
     Frame,
     ProfileMeta,
-    StackProfile,
+    StackSet,
     StackSample,
     Weight,
     period_is_nanoseconds,
@@ -409,7 +409,7 @@ def render_flamegraph(
     stream.write(_PLACEHOLDER.sub(lambda m: values[m.group(1)], template))
 
 
-def write(profile: StackProfile, stream: TextIO, options: FlameGraphOptions = FlameGraphOptions()) -> FlameTree:
+def write(profile: StackSet, stream: TextIO, options: FlameGraphOptions = FlameGraphOptions()) -> FlameTree:
     """The renderer protocol: build the tree from the profile's stacks, write the page to
     ``stream``; the tree is returned for tests."""
     tree = build_flame_tree(profile.stacks, options)

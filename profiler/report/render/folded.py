@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
-from profiler.report.model import Frame, StackProfile, StackSample, Weight
+from profiler.report.model import Frame, StackSet, StackSample, Weight
 from profiler.names import UNKNOWN
 
 KIND_SUFFIX: dict[str, str] = {"kernel": "_[k]", "jit": "_[j]"}
@@ -113,6 +113,6 @@ def render_folded(lines: Iterable[tuple[str, int]], stream: TextIO) -> None:
     stream.writelines(f"{line} {weight}\n" for line, weight in lines)
 
 
-def write(profile: StackProfile, stream: TextIO, options: FoldedOptions = FoldedOptions()) -> None:
+def write(profile: StackSet, stream: TextIO, options: FoldedOptions = FoldedOptions()) -> None:
     """The renderer protocol: fold the profile's stacks and write them to ``stream``."""
     render_folded(fold_stacks(profile.stacks, options), stream)

@@ -6,36 +6,36 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from profiler.report.aggregate import FlatProfile, FlatRow
+from profiler.report.aggregate import ReportRows, ReportRow
 from profiler.report.render.table import columns, unit_number
 
 RowKey = tuple[object, ...]
 
 
-def row_key(r: FlatRow) -> RowKey:
+def row_key(r: ReportRow) -> RowKey:
     return (r.comm, r.pid, r.tid, r.cpu, r.dso, r.symbol, r.kernel, r.srcline)
 
 
-def group_rows(flats: list[FlatProfile]) -> list[tuple[RowKey, list[FlatRow | None]]]:
+def group_rows(flats: list[ReportRows]) -> list[tuple[RowKey, list[ReportRow | None]]]:
     """Every row key of any event with each event's row (None where it has none), ordered by
     the events' periods, the leader's first."""
     by_event = [{row_key(r): r for r in f.rows} for f in flats]
     keys = list(dict.fromkeys(row_key(r) for f in flats for r in f.rows))
     joined = [(k, [rows.get(k) for rows in by_event]) for k in keys]
 
-    def weight(item: tuple[RowKey, list[FlatRow | None]]) -> tuple[int, ...]:
+    def weight(item: tuple[RowKey, list[ReportRow | None]]) -> tuple[int, ...]:
         return tuple(-_period(r, f) for r, f in zip(item[1], flats))
 
     return sorted(joined, key=weight)
 
 
-def _period(r: FlatRow | None, flat: FlatProfile) -> int:
+def _period(r: ReportRow | None, flat: ReportRows) -> int:
     if r is None:
         return 0
     return r.children_period if flat.children else r.self_period
 
 
-def write(flats: list[FlatProfile], out: TextIO) -> None:
+def write(flats: list[ReportRows], out: TextIO) -> None:
     leader = flats[0]
     names = ", ".join(f.event for f in flats)
     out.write("\n".join([
@@ -48,7 +48,7 @@ def write(flats: list[FlatProfile], out: TextIO) -> None:
     keys = columns(leader)[numeric:]
     rows = group_rows(flats)
 
-    def shares(row: list[FlatRow | None], children: bool) -> str:
+    def shares(row: list[ReportRow | None], children: bool) -> str:
         return "  ".join(f"{_share(r, f, children):6.2f}%" for r, f in zip(row, flats))
 
     share_cols = [("Children", True), ("Self", False)] if leader.children else [("Overhead", False)]
@@ -71,13 +71,13 @@ def write(flats: list[FlatProfile], out: TextIO) -> None:
     out.write("\n")
 
 
-def _share(r: FlatRow | None, flat: FlatProfile, children: bool) -> float:
+def _share(r: ReportRow | None, flat: ReportRows, children: bool) -> float:
     if r is None:
         return 0.0
     return flat.percent(r.children_period if children else r.self_period)
 
 
-def _samples(r: FlatRow | None, flat: FlatProfile) -> int:
+def _samples(r: ReportRow | None, flat: ReportRows) -> int:
     if r is None:
         return 0
     return r.children_samples if flat.children else r.self_samples

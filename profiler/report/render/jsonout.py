@@ -25,13 +25,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from profiler.report.render import utf8
-from profiler.report.aggregate import FlatProfile, FlatRow
+from profiler.report.aggregate import ReportRows, ReportRow
 from profiler.report.callgraph import CallNode, PerfReport
 
 FrameFields = Callable[[int], tuple[str, str]]
 
 
-def row_dict(flat: FlatProfile, row: FlatRow) -> dict[str, Any]:
+def row_dict(flat: ReportRows, row: ReportRow) -> dict[str, Any]:
     """One row as plain JSON data."""
     out: dict[str, Any] = {
         "children": round(flat.percent(row.children_period), 4) if flat.children else None,

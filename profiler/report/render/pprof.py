@@ -1,7 +1,7 @@
 """pprof export: a gzipped ``perftools.profiles.Profile`` (``profile.proto``).
 
 The format of ``go tool pprof``, Pyroscope (``/ingest?format=pprof``) and Parca. Built from
-the frame model (:mod:`profiler.report.model`: one :class:`StackProfile` per event of the
+the frame model (:mod:`profiler.report.model`: one :class:`StackSet` per event of the
 capture, its stacks with their :class:`Location` s), so its size grows with the distinct
 (stack, thread) pairs, not with the samples:
 
@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 from profiler.report.render import utf8
 from profiler import __version__
 from profiler.errors import ReportError
-from profiler.report.model import Location, StackProfile, period_is_nanoseconds
+from profiler.report.model import Location, StackSet, period_is_nanoseconds
 from profiler.names import UNKNOWN
 
 NO_MAPPING = (UNKNOWN, "")
@@ -41,7 +41,7 @@ NO_MAPPING = (UNKNOWN, "")
 class PprofInput:
     """What the pprof writer needs: the stacks of each event (with locations), and notes."""
 
-    profiles: Sequence[StackProfile]
+    profiles: Sequence[StackSet]
     comments: Sequence[str] = ()
 
 
@@ -128,7 +128,7 @@ class _Builder:
             ids.append(self.location(mapping, loc.rel_address, lines))
         return tuple(ids)
 
-    def add_event(self, index: int, n_events: int, profile: StackProfile) -> None:
+    def add_event(self, index: int, n_events: int, profile: StackSet) -> None:
         if profile.meta.total_period >= INT64_LIMIT:
             raise ReportError(f"the periods of event '{profile.meta.event}' add up to 2^63 or more, past the "
                               f"signed 64-bit values of pprof: this capture cannot be exported to pprof.")
@@ -208,7 +208,7 @@ def build_pprof(data: PprofInput) -> Any:
     return prof
 
 
-def _main_binary(profiles: Sequence[StackProfile]) -> tuple[str, str, int, str | None] | None:
+def _main_binary(profiles: Sequence[StackSet]) -> tuple[str, str, int, str | None] | None:
     """The user-space executable (not a shared library) with the most leaf samples: its
     mapping's (path, kind, address 0, build-id)."""
     hits: dict[str, int] = {}

@@ -22,7 +22,7 @@ from profiler import __version__
 from profiler.report.model import (
     Frame,
     ProfileMeta,
-    StackProfile,
+    StackSet,
     StackSample,
     Timeline,
     Weight,
@@ -203,7 +203,7 @@ def render_speedscope(document: dict[str, Any], stream: TextIO) -> None:
     stream.write("\n")
 
 
-def write(profile: StackProfile, stream: TextIO, options: SpeedscopeOptions = SpeedscopeOptions()) -> None:
+def write(profile: StackSet, stream: TextIO, options: SpeedscopeOptions = SpeedscopeOptions()) -> None:
     """The renderer protocol: build the speedscope document and write it to ``stream``
     (sample by sample when the profile carries its timeline)."""
     render_speedscope(build_speedscope(profile.stacks, profile.meta, options, profile.timeline), stream)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from profiler.format.bulk import CaptureData
-from profiler.format.container import CaptureReader
+from profiler.format.decode.columns import CaptureData
+from profiler.format.container.reader import CaptureReader
 
 
 def _text(value: Any) -> str:

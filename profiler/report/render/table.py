@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
-from profiler.report.aggregate import FlatProfile, FlatRow
+from profiler.report.aggregate import ReportRows, ReportRow
 from profiler.report.callgraph import PerfReport
 from profiler.report.render.callgraph_text import render_tree
 
@@ -21,7 +21,7 @@ def unit_number(n: int) -> str:
     return f"{n}{units[i]}"
 
 
-def header_lines(flat: FlatProfile) -> list[str]:
+def header_lines(flat: ReportRows) -> list[str]:
     """perf's preamble: lost samples, sample count and event, event count."""
     return [
         "# To display the capture's header, use --header.",
@@ -36,10 +36,10 @@ def header_lines(flat: FlatProfile) -> list[str]:
     ]
 
 
-def columns(flat: FlatProfile) -> list[tuple[str, bool, Callable[[FlatRow], str]]]:
+def columns(flat: ReportRows) -> list[tuple[str, bool, Callable[[ReportRow], str]]]:
     """(title, right-aligned?, cell) for each column, in order."""
     pct = flat.percent
-    cols: list[tuple[str, bool, Callable[[FlatRow], str]]] = []
+    cols: list[tuple[str, bool, Callable[[ReportRow], str]]] = []
     if flat.children:
         cols.append(("Children", True, lambda r: f"{pct(r.children_period):.2f}%"))
         cols.append(("Self", True, lambda r: f"{pct(r.self_period):.2f}%"))

@@ -50,7 +50,7 @@ def test_dump_one_line_per_record(tmp_path: Path) -> None:
 def test_dump_lists_metadata_keys_of_any_type(tmp_path: Path) -> None:
     """A metadata frame whose keys are not all strings (msgpack allows nil and integer keys;
     the fuzzer made one) is listed, not a traceback."""
-    from profiler.format.container import CaptureWriter
+    from profiler.format.container.writer import CaptureWriter
 
     from tests.support.capture_factory import make_test_header
 
@@ -140,7 +140,7 @@ def test_info_names_zstd_frames_with_their_sizes() -> None:
 
     import zstandard
 
-    from profiler.format.container import CaptureReader
+    from profiler.format.container.reader import CaptureReader
 
     path = ROOT / "fixtures" / "captures" / "format-2.0.prof"
     data = path.read_bytes()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 from profiler.format.localfile import written_in_place
 
 from tests.support.paths import CAPTURES

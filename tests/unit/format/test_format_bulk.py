@@ -12,10 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profiler.errors import ProfilerError
-from profiler.format import bulk
 from profiler.format import records as R
-from profiler.format.bulk import SampleColumns, cpumode_context, load_capture, split_callchains
-from profiler.format.container import CaptureReader, CaptureWriter
+from profiler.format.decode import decoder, views
+from profiler.format.decode.chains import cpumode_context, split_callchains
+from profiler.format.decode.columns import SampleColumns
+from profiler.format.decode.decoder import load_capture
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 from profiler.format.summary import summarize
 
 
@@ -200,7 +203,7 @@ def test_frames_of_big_records_are_walked_record_by_record(tmp_path: Path) -> No
     layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
     recs = [R.encode(R.Sample(ip=i, pid=1, tid=1, time=i, cpu=0, res=0, period=1,
                               callchain=tuple(range(1, 500))), layout) for i in range(12)]
-    assert sum(map(len, recs)) >= 64 * bulk.WALK_BYTES_PER_RECORD  # the walk's threshold
+    assert sum(map(len, recs)) >= 64 * views.WALK_BYTES_PER_RECORD  # the walk's threshold
     path = tmp_path / "big.prof"
     w = CaptureWriter.create(path, header)
     w.write_raw(0, b"".join(recs))
@@ -402,8 +405,6 @@ def test_numpy_columns_dtypes(tmp_path: Path) -> None:
 
 
 def test_identical_chains_share_one_id_across_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import profiler.format.bulk as bulk
-
     header = make_test_header()
     layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
     chains = [(R.PERF_CONTEXT_USER, 0x10, 0x20), (R.PERF_CONTEXT_USER, 0x20, 0x10), (), (0x10,)]
@@ -418,7 +419,7 @@ def test_identical_chains_share_one_id_across_chunks(tmp_path: Path, monkeypatch
                                           period=1, callchain=chains[(i + frame) % 4]), layout))
         w.write_raw(frame % 2, b"".join(recs))
     w.close()
-    monkeypatch.setattr(bulk, "CHUNK_BYTES", 1)  # every frame is its own chunk
+    monkeypatch.setattr(decoder, "CHUNK_BYTES", 1)  # every frame is its own chunk
     with CaptureReader.open(path) as reader:
         cols = load_capture(reader).samples
         assert len(cols.chains) == 4  # the empty chain and three distinct ones

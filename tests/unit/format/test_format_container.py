@@ -16,7 +16,7 @@ from tests.support.capture_factory import make_test_header, write_small_capture
 from tests.support.paths import ROOT
 
 from profiler.errors import DiskFullError, FormatError, NotACaptureError, ProfilerError, VersionError
-from profiler.format.container import (
+from profiler.format.container.layout import (
     FRAME_HEADER_SIZE,
     FRAME_META,
     FRAME_RAW,
@@ -24,9 +24,9 @@ from profiler.format.container import (
     FRAME_SYNTH,
     MAGIC,
     VERSION_PLAIN,
-    CaptureReader,
-    CaptureWriter,
 )
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 
 
 
@@ -316,9 +316,10 @@ def test_large_metadata_is_compressed_and_read_back(tmp_path: Path) -> None:
 def test_damaged_compressed_metadata_is_a_format_error(tmp_path: Path) -> None:
     import zlib as _z
 
-    from profiler.format.container import FLAG_ZLIB, Frame
+    from profiler.format.container.layout import FLAG_ZLIB
+    from profiler.format.container.scan import FileFrame
 
-    frame = Frame(FRAME_META, 0xFFFF, 0, 0, memoryview(_z.compress(b"x" * 100)[:-4] + b"junk"), FLAG_ZLIB)
+    frame = FileFrame(FRAME_META, 0xFFFF, 0, 0, memoryview(_z.compress(b"x" * 100)[:-4] + b"junk"), FLAG_ZLIB)
     with pytest.raises(FormatError, match="compressed"):
         frame.meta()
 
@@ -351,7 +352,7 @@ def test_append_to_unwritable_capture_leaves_it_unchanged(tmp_path: Path) -> Non
     os.chmod(path, 0o444)
     before = path.read_bytes()
     code = ("import sys\nfrom profiler.errors import ProfilerError\n"
-            "from profiler.format.container import CaptureWriter\n"
+            "from profiler.format.container.writer import CaptureWriter\n"
             "try:\n    CaptureWriter.append_to(sys.argv[1])\n"
             "except ProfilerError as exc:\n    print(exc)\n    sys.exit(3)\n")
     argv = [sys.executable, "-c", code, str(path)]
@@ -407,7 +408,7 @@ def test_a_symlink_at_the_output_is_replaced_not_followed(tmp_path: Path) -> Non
 
 READ_AFTER_GO = """
 import sys, zlib
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 reader = CaptureReader.open(sys.argv[1])
 print(len(list(reader.iter_frames())), flush=True)
 sys.stdin.readline()  # the test writes a new capture at the same path meanwhile

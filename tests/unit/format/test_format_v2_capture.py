@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from profiler.cli import cli
-from profiler.format.container import FRAME_RAW, CaptureReader
+from profiler.format.container.layout import FRAME_RAW
+from profiler.format.container.reader import CaptureReader
 
 from tests.support.paths import CAPTURES
 

@@ -35,8 +35,9 @@ from tests.support.paths import CAPTURES
 
 from profiler.errors import FormatError, ProfilerError
 from profiler.format import records as R
-from profiler.format.bulk import load_capture
-from profiler.format.container import CaptureReader, CaptureWriter
+from profiler.format.decode.decoder import load_capture
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 from profiler.format.perfdata import PerfDataReader
 from profiler.format.perfdata import walk as W
 from profiler.format.perfdata.convert import write_capture

@@ -15,8 +15,9 @@ from tests.support.capture_factory import make_test_header
 
 from profiler.format import records as R
 from profiler.format.attr import attr_to_dict, new_attr
-from profiler.format.bulk import load_capture
-from profiler.format.container import CaptureReader, CaptureWriter
+from profiler.format.decode.decoder import load_capture
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 
 ALL_BITS = (
     R.PERF_SAMPLE_IDENTIFIER | R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME

@@ -48,7 +48,7 @@ def _growth(readings: list[tuple[int, int, int | None] | None], per_thread: bool
     """growth() over (counter id, tid, value) readings in time order (None: no group read)."""
     import numpy as np
 
-    from profiler.format.bulk import ReadColumns
+    from profiler.format.decode.columns import ReadColumns
 
     n = len(readings)
     present = [r is not None and r[2] is not None for r in readings]

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from tests.support.capture_factory import make_test_header
 
-from profiler.format import container
+from profiler.format.container import writer
 from profiler.format import records as R
-from profiler.format.container import FRAME_RAW, FRAME_ROUND, CaptureReader, CaptureWriter
+from profiler.format.container.layout import FRAME_RAW, FRAME_ROUND
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 from profiler.record import perf_event
 from profiler.record.recorder import drain_scheduling
 from profiler.record.ringbuf import DATA_HEAD_OFFSET, RingBuffer
@@ -156,7 +158,7 @@ def test_a_pass_wider_than_iov_max_is_written_in_several_calls(tmp_path: Path, m
         calls.append(len(parts))
         return real(fd, parts)
 
-    monkeypatch.setattr(container, "_IOV_MAX", 4)
+    monkeypatch.setattr(writer, "_IOV_MAX", 4)
     monkeypatch.setattr(os, "writev", counting)
     several = CaptureWriter.create(tmp_path / "several.prof", make_test_header())
     several.write_pass(raws)

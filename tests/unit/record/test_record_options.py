@@ -132,13 +132,13 @@ def test_record_imports_only_what_recording_needs() -> None:
     row): the entry point reads a usual record command line and loads the recorder and its
     zstd compressor without click, numpy, the record dataclasses (profiler.format.abi has what
     it needs), the register tables of --call-graph dwarf, dataclasses, typing, pathlib,
-    shutil, re, or the zstandard package's __init__ (with platform)."""
+    shutil, re, the zstandard package's __init__ (with platform), or the capture reader."""
     import subprocess
     import sys
 
     code = ("import sys; import profiler.main, profiler.record.recorder; "
             "from profiler.commands import record_args; "
-            "from profiler.format.container import zstd_compress; "
+            "from profiler.format.container.codec import zstd_compress; "
             "assert record_args.parse(['-g', '-q', '-F', '999', '-o', 'x.prof', '--', 'true']); "
             "assert zstd_compress(bytes(4096)); "
             "print(' '.join(sys.modules))")
@@ -147,7 +147,8 @@ def test_record_imports_only_what_recording_needs() -> None:
     assert "profiler.record.recorder" in loaded and "profiler.format.abi" in loaded
     assert "zstandard.backend_c" in loaded
     assert not loaded & {"click", "numpy", "profiler.format.records", "profiler.format.regs", "difflib",
-                         "dataclasses", "typing", "zstandard", "platform", "shutil", "pathlib", "re"}
+                         "dataclasses", "typing", "zstandard", "platform", "shutil", "pathlib", "re",
+                         "tempfile", "profiler.format.container.reader", "profiler.format.container.scan"}
 
 
 def test_the_recorders_zstd_backend_writes_what_the_package_reads() -> None:
@@ -157,7 +158,7 @@ def test_the_recorders_zstd_backend_writes_what_the_package_reads() -> None:
     import sys
 
     data = bytes(range(256)) * 64 + b"profiler" * 1000
-    code = ("import sys; from profiler.format.container import zstd_compress; "
+    code = ("import sys; from profiler.format.container.codec import zstd_compress; "
             "out = zstd_compress(sys.stdin.buffer.read()); "
             "assert 'zstandard' not in sys.modules; sys.stdout.buffer.write(out)")
     frame = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, check=True).stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tests.support.report_capture import comm, kallsyms_text, kernel_sample, write_capture
 
-from profiler.report.aggregate import FlatProfile, aggregate
+from profiler.report.aggregate import ReportRows, aggregate
 from profiler.report.callgraph import row_tree
 from profiler.report.pipeline import load_profile
 from profiler.report.profile import Profile
@@ -43,7 +43,7 @@ def load(path: Path, **filters: object) -> Profile:
     return load_profile(LoadOptions(input=str(path), filters=Filters(**filters)))  # type: ignore[arg-type]
 
 
-def by_symbol(flat: FlatProfile) -> dict[str, tuple[int, int]]:
+def by_symbol(flat: ReportRows) -> dict[str, tuple[int, int]]:
     return {r.symbol or "": (r.self_samples, r.children_samples) for r in flat.rows}
 
 

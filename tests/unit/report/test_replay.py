@@ -7,7 +7,7 @@ import numpy as np
 from tests.support.report_capture import comm, fork, mmap2
 
 from profiler.format import records as R
-from profiler.format.bulk import OtherRecord
+from profiler.format.decode.columns import OtherRecord
 from profiler.report.replay import ReplayResult, replay
 
 A, B = "/bin/a", "/lib/b.so"

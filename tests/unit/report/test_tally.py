@@ -16,7 +16,8 @@ from tests.support.paths import CAPTURES
 
 from profiler.cli import main
 from profiler.format import records as R
-from profiler.format.container import VERSION_FRAME_CPU, VERSION_PLAIN, CaptureWriter
+from profiler.format.container.layout import VERSION_FRAME_CPU, VERSION_PLAIN
+from profiler.format.container.writer import CaptureWriter
 from profiler.report import tally
 
 FIXTURES = CAPTURES
@@ -171,8 +172,8 @@ def test_samples_that_name_no_cpu_get_none(
 
 
 def test_folding_splits_a_random_capture_into_many_chunks(tmp_path: Path) -> None:
-    from profiler.format.bulk import ChunkDecoder
-    from profiler.format.container import CaptureReader
+    from profiler.format.decode.decoder import ChunkDecoder
+    from profiler.format.container.reader import CaptureReader
 
     reader = CaptureReader.open(random_capture(tmp_path / "r.prof", 4))
     assert len(ChunkDecoder(reader, 512).plan()) > 20

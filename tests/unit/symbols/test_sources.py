@@ -24,7 +24,7 @@ from profiler.symbols.sources import (
     rebuilt_layout,
 )
 from profiler.symbols.dso import clear_symbol_cache
-from profiler.format.container import CaptureReader
+from profiler.format.container.reader import CaptureReader
 
 from tests.support.offline_factory import KALLSYMS, write_capture
 

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from profiler.errors import ProfilerError, UsageError
 from profiler.format import records as R
-from profiler.format.container import CaptureReader, CaptureWriter
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
 from profiler.report.offline.archive import archive_capture, subset_table
 from profiler.symbols.elf import ElfFile
 from profiler.report.capture import metadata_of

@@ -24,7 +24,7 @@ from profiler.report.render.flamegraph import (
     render_flamegraph,
     write,
 )
-from profiler.report.model import Frame, ProfileMeta, StackProfile, StackSample
+from profiler.report.model import Frame, ProfileMeta, StackSet, StackSample
 
 from tests.support.paths import GOLDEN
 
@@ -206,7 +206,7 @@ def test_hostile_names_cannot_break_out_of_the_page() -> None:
     stacks = [stack(user(evil), comm="<b>x</b>", samples=5)]
     meta = ProfileMeta("<i>t</i> & co", "run </script>", "cpu-clock", 5, 5, True)
     out = io.StringIO()
-    write(StackProfile(meta, stacks), out)
+    write(StackSet(meta, stacks), out)
     page = out.getvalue()
     assert page.count("</script>") == 2 and page.count("<script") == 2
     assert "<i>t</i>" not in page and "&lt;i&gt;t&lt;/i&gt; &amp; co" in page

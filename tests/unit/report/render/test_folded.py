@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 import pytest
 
-from profiler.report.model import Frame, ProfileMeta, StackProfile, StackSample
+from profiler.report.model import Frame, ProfileMeta, StackSet, StackSample
 from profiler.report.render.folded import FoldedOptions, fold_stacks, render_folded, write
 
 from tests.support.paths import GOLDEN
@@ -133,7 +133,7 @@ stacks_strategy = st.lists(
 @given(stacks_strategy)
 def test_folding_keeps_total_weight_and_line_shape(stacks: list[StackSample]) -> None:
     out = io.StringIO()
-    write(StackProfile(ProfileMeta("t", "t", "cpu-clock", 0, 0, True), stacks), out, FoldedOptions(include_tid=True))
+    write(StackSet(ProfileMeta("t", "t", "cpu-clock", 0, 0, True), stacks), out, FoldedOptions(include_tid=True))
     text = out.getvalue()
     total = 0
     for row in text.splitlines():
@@ -160,5 +160,5 @@ def test_golden_folded() -> None:
               pid=20, tid=21, samples=5),
     ]
     out = io.StringIO()
-    write(StackProfile(ProfileMeta("t", "t", "cpu-clock", 0, 0, True), stacks), out, FoldedOptions(include_pid=True))
+    write(StackSet(ProfileMeta("t", "t", "cpu-clock", 0, 0, True), stacks), out, FoldedOptions(include_pid=True))
     assert_golden("folded/basic.folded", out.getvalue())

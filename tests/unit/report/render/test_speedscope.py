@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from profiler.report.model import Timeline, Frame, ProfileMeta, StackProfile, StackSample
+from profiler.report.model import Timeline, Frame, ProfileMeta, StackSet, StackSample
 from profiler.report.render.speedscope import (
     SCHEMA_URL,
     SpeedscopeOptions,
@@ -149,7 +149,7 @@ def test_rendered_json_is_compact_deterministic_and_round_trips() -> None:
     outputs = []
     for order in (stacks(), list(reversed(stacks()))):
         out = io.StringIO()
-        write(StackProfile(META, order), out)
+        write(StackSet(META, order), out)
         outputs.append(out.getvalue())
     assert outputs[0] == outputs[1] and outputs[0].endswith("}\n") and "\n" not in outputs[0][:-1]
     doc = json.loads(outputs[0])
