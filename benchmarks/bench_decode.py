@@ -20,6 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profiler.format import records as R  # noqa: E402
+
+from profiler.format.encode import encode
 from profiler.format.attr import attr_to_dict, new_attr  # noqa: E402
 from profiler.format.decode.decoder import load_capture  # noqa: E402
 from profiler.format.container.reader import CaptureReader  # noqa: E402
@@ -40,7 +42,7 @@ def write_capture(path: Path, n: int, depth: int = 12, per_frame: int = 5000) ->
     for k in range(400):
         chain = (R.PERF_CONTEXT_USER,) + tuple(0x401000 + 0x40 * ((k * 7 + j * 13) % 300)
                                                for j in range(depth))
-        templates.append(bytearray(R.encode(R.Sample(
+        templates.append(bytearray(encode(R.Sample(
             ip=chain[1], pid=1000 + k % 3, tid=1000 + k % 5, time=0, cpu=0, res=0,
             period=250000, callchain=chain, misc=R.PERF_RECORD_MISC_USER), layout)))
     writer = CaptureWriter.create(path, header)

@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_decode import write_capture  # noqa: E402
 
 from profiler.format import records as R  # noqa: E402
+
+from profiler.format.encode import encode
 from profiler.format.container.layout import FRAME_RAW  # noqa: E402
 from profiler.format.container.reader import CaptureReader  # noqa: E402
 
@@ -39,7 +41,7 @@ def write_perf_data(capture: Path, out: Path) -> None:
     ev = reader.header["events"][0]
     event = PerfEvent(ev["attr"], list(ev["ids"]), ev["name"])
     layout = R.SampleLayout.from_attr(ev["attr"])
-    comms = [R.encode(R.Comm(pid, tid, "bench", sample_id=R.SampleId(pid=pid, tid=tid, time=0, cpu=0, res=0)),
+    comms = [encode(R.Comm(pid, tid, "bench", sample_id=R.SampleId(pid=pid, tid=tid, time=0, cpu=0, res=0)),
                       layout) for pid in range(1000, 1003) for tid in range(1000, 1005)]
     records = comms + [bytes(f.payload) for f in reader.iter_frames() if f.kind == FRAME_RAW]
     feats = standard_features([event])

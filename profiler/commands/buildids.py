@@ -50,5 +50,5 @@ def command(input_path: str, only_hit: bool, as_json: bool, **kwargs: Any) -> No
             out.write(utf8.json_text(json.dumps(rows_to_json(rows), indent=1)) + "\n")
         else:
             render_build_ids(rows, out)
-        for message in sources.warnings:
+        for message in [*reader.warnings, *data.warnings, *sources.warnings]:
             warn(message)

@@ -18,11 +18,11 @@ the symbols that cover a kernel address some sample holds. So the recorder:
   /proc/kallsyms not at all.
 
 The symbols chosen are those :func:`profiler.symbols.kallsyms.parse_kallsyms` gives
-for the same addresses (the tests check it): text symbols only (types ``T t W w``), one table
-for the kernel and one per ``[module]``; of several symbols at one address the last listed
-wins; each covers up to the next text symbol's start in its table, the last one of a table
-up to the next page boundary. An address goes to the kernel's table when it is within it,
-else to the module whose span holds it.
+for the same addresses (the tests check it): lines are read and symbols chosen by the rules
+of :mod:`profiler.format.kallsyms` (text symbols only, one table for the kernel and one per
+``[module]``, the last listed of several symbols at one address, each up to the next one's
+start). An address goes to the kernel's table when it is within it, else to the module whose
+span holds it.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import sys
 from collections.abc import Iterable
 
 from profiler.format import abi as R
+from profiler.format.kallsyms import TEXT_TYPES, all_zero, parse_line, table_end
 from profiler.value import Frozen, Value
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
@@ -46,11 +47,8 @@ if TYPE_CHECKING:
     StrPath = str | os.PathLike[str]
 
 KALLSYMS = "/proc/kallsyms"
-PAGE_SIZE = 4096
 PACKED_VERSION = 1  # profiler.symbols.table.PACKED_VERSION
-_TEXT = frozenset(b"TtWw")
 _HEAD_CHUNK = 64 << 10
-_U64_MAX = (1 << 64) - 1
 
 
 class Head(Frozen):
@@ -83,42 +81,28 @@ def read_head(path: StrPath = KALLSYMS) -> Head:
     except OSError:
         return Head(None, False, b"")
     lines = first[: first.rfind(b"\n") + 1] if b"\n" in first else first
-    hidden = _all_zero(lines)
+    hidden = all_zero(lines)
     found = None if hidden else _find_text(seen)
     return Head(found or None, hidden, lines)
 
 
-_HEX_DIGITS = b"0123456789abcdefABCDEF"
 _HEX_TEXT = "0123456789abcdefABCDEF"
 
 
 def _find_text(data: bytes) -> int | None:
-    """The address of the first ``_text`` or ``_stext`` line (as synth.kernel_text_address):
-    ``ADDRESS TYPE NAME``, hex address at the line's start, a one-letter type, blanks (spaces
-    or tabs) between and after. Read without re: re is not in every recording's start-up."""
+    """The address of the first ``_text`` or ``_stext`` line of the kernel's own (as
+    synth.kernel_text_address), lines read by :func:`profiler.format.kallsyms.parse_line`."""
     at = data.find(b"text")
     while at >= 0:
         start = data.rfind(b"\n", 0, at) + 1
         end = data.find(b"\n", at)
         if end < 0:
             end = len(data)
-        line = data[start:end]
-        if line[:1] not in (b" ", b"\t"):
-            fields = [f for f in line.replace(b"\t", b" ").split(b" ") if f]
-            if (len(fields) == 3 and fields[2] in (b"_text", b"_stext") and len(fields[1]) == 1
-                    and fields[1].isalpha() and not fields[0].strip(_HEX_DIGITS)):
-                return int(fields[0], 16)
+        parsed = parse_line(data[start:end])
+        if parsed is not None and parsed[2] in (b"_text", b"_stext") and not parsed[3]:
+            return parsed[0]
         at = data.find(b"text", end)
     return None
-
-
-def _all_zero(lines: bytes) -> bool:
-    """kptr_restrict shows every address as zero; looks at the first 64 lines."""
-    for line in lines.split(b"\n")[:64]:
-        address = line.split(b" ", 1)[0]
-        if address.strip(b"0"):
-            return False
-    return bool(lines)
 
 
 class SampleSpan(Frozen):
@@ -261,15 +245,16 @@ def _line_start(blob: bytes | mmap.mmap, offset: int) -> int:
 
 
 def _is_text(line: bytes, width: int) -> bool:
-    return len(line) > width + 3 and line[width] == 0x20 and line[width + 1] in _TEXT and line[width + 2] == 0x20
+    """A text symbol's line of the table's address width."""
+    if line.find(b" ") != width:
+        return False
+    parsed = parse_line(line)
+    return parsed is not None and parsed[1] in TEXT_TYPES
 
 
 def _name(line: bytes, width: int) -> bytes:
-    return line[width + 3:].split(b"\t", 1)[0].strip()
-
-
-def _page_end(top: int) -> int:
-    return min((top // PAGE_SIZE + 1) * PAGE_SIZE, _U64_MAX)
+    parsed = parse_line(line)
+    return b"" if parsed is None else parsed[2]
 
 
 def _tables(text: bytes | mmap.mmap) -> dict[str, _Table]:
@@ -288,9 +273,10 @@ def _tables(text: bytes | mmap.mmap) -> dict[str, _Table]:
     for line in text[split:].split(b"\n"):
         if line.find(b" ") != width:
             continue  # malformed, or another address width: parse_kallsyms skips these too
-        tab = line.find(b"\t")
-        module = "" if tab < 0 else line[tab:].strip().strip(b"[]").decode("utf-8", "surrogateescape")
-        groups.setdefault(module, []).append(line)
+        parsed = parse_line(line)
+        if parsed is None:
+            continue
+        groups.setdefault(parsed[3].decode("utf-8", "surrogateescape"), []).append(line)
     for module, group in groups.items():
         if module and any(_is_text(line, width) for line in group):
             tables[module] = _Table.sorted_lines(group, width)
@@ -307,11 +293,11 @@ def _kernel_span(tables: dict[str, _Table]) -> tuple[int, int]:
     kernel = tables.get("")
     if kernel is None:
         return 0, 0
-    return kernel.first_start() or 0, _page_end(kernel.top_start() or 0)
+    return kernel.first_start() or 0, table_end(kernel.top_start() or 0)
 
 
 def _subset(tables: dict[str, _Table], addresses: Iterable[int]) -> dict[str, Any]:
-    ends = {m: _page_end(t.top_start() or 0) for m, t in tables.items()}
+    ends = {m: table_end(t.top_start() or 0) for m, t in tables.items()}
     kernel_span = _kernel_span(tables)
     spans = sorted((t.first_start() or 0, ends[m], m) for m, t in tables.items() if m)
     chosen: dict[str, dict[int, tuple[int, bytes]]] = {}
@@ -370,7 +356,7 @@ def read_subset(addresses: Iterable[int], path: StrPath = KALLSYMS, *, head: Hea
     except OSError:
         return None
     head_now = text[:_HEAD_CHUNK]
-    if _all_zero(head_now[: head_now.rfind(b"\n") + 1] or head_now):
+    if all_zero(head_now[: head_now.rfind(b"\n") + 1] or head_now):
         return None
     if cache is not None:
         _write_cache(cache, text)

@@ -1,10 +1,12 @@
 """Kernel symbols from a ``/proc/kallsyms`` text snapshot.
 
-Each line is ``<hex address> <type letter> <name>`` with a trailing ``\\t[module]`` for
-module symbols. Only text symbols are kept (types ``T t W w``); among aliases, global
-(``T``) beats weak (``W w``) beats local (``t``), then the usual shortest-name rule. Sizes are not given, so
-each symbol covers up to the next one's start within the same table (the kernel, or one
-module); the last symbol of a table covers up to the next page boundary.
+Lines are read, and symbols chosen, by :mod:`profiler.format.kallsyms` (the recorder's rules
+too): each line is ``<hex address> <type letter> <name>`` with a trailing ``\\t[module]`` for
+module symbols; only text symbols are kept (types ``T t W w``); of several symbols at one
+address the last listed wins, whatever their types (as in perf report). Sizes are not given,
+so each symbol covers up to the next one's start within the same table (the kernel, or one
+module); the last symbol of a table covers up to the next page boundary. A snapshot with an
+address wider than 64 bits is damaged: :class:`~profiler.errors.FormatError`.
 
 When ``kernel.kptr_restrict`` hides addresses from the reader, every address reads as
 zero: :attr:`KernelSymbols.all_zero` says so and the tables are empty, so the caller can
@@ -16,7 +18,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,11 +27,11 @@ import numpy as np
 
 from profiler.errors import FormatError, ReportError
 from profiler.cache import cache_dir
-from profiler.symbols.table import RANK_GLOBAL, RANK_LOCAL, RANK_WEAK, SymbolTable
+from profiler.format.kallsyms import all_zero, iter_text_symbols, last_listed, table_end
 from profiler.names import KERNEL_DSO
+from profiler.symbols.table import RANK_GLOBAL, RANK_LOCAL, RANK_WEAK, SymbolTable
 
 _RANKS = {"T": RANK_GLOBAL, "W": RANK_WEAK, "w": RANK_WEAK, "t": RANK_LOCAL}
-PAGE_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -83,21 +84,18 @@ class KernelSymbols:
             raise FormatError(f"packed kernel symbols are damaged ({exc})") from exc
 
 
-_TEXT_LINE = re.compile(r"^([0-9a-fA-F]+)[ \t]+([TtWw])[ \t]+(\S+)(?:[ \t]+\[(\S+)\])?[ \t]*$", re.MULTILINE)
-_ANY_LINE = re.compile(r"^[0-9a-fA-F]+[ \t]+\S[ \t]+\S", re.MULTILINE)
-_NONZERO_LINE = re.compile(r"^0*[1-9a-fA-F][0-9a-fA-F]*[ \t]+\S[ \t]+\S", re.MULTILINE)
-
-
-def parse_kallsyms(text: str) -> KernelSymbols:
-    """Parse a ``/proc/kallsyms`` snapshot; malformed lines are skipped."""
-    if _ANY_LINE.search(text) and not _NONZERO_LINE.search(text):
+def parse_kallsyms(text: str | bytes) -> KernelSymbols:
+    """Parse a ``/proc/kallsyms`` snapshot; malformed lines are skipped, an address wider than
+    64 bits is :class:`~profiler.errors.FormatError`."""
+    data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+    if all_zero(data):
         return KernelSymbols(SymbolTable.empty(), {}, all_zero=True)
-    groups: dict[str, tuple[list[str], list[str], list[int]]] = {}
-    for addr, kind, name, module in _TEXT_LINE.findall(text):
-        addrs, names, ranks = groups.setdefault(module, ([], [], []))
+    groups: dict[str, tuple[list[int], list[str], list[int]]] = {}
+    for module, addr, kind, name in iter_text_symbols(data):
+        addrs, names, ranks = groups.setdefault(module.decode("utf-8", "surrogateescape"), ([], [], []))
         addrs.append(addr)
-        names.append(name)
-        ranks.append(_RANKS[kind])
+        names.append(name.decode("utf-8", "surrogateescape"))
+        ranks.append(_RANKS[chr(kind)])
     tables = {module: _table(*group) for module, group in groups.items()}
     kernel = tables.pop("", SymbolTable.empty())
     return KernelSymbols(kernel, tables, all_zero=False)
@@ -112,20 +110,17 @@ def load_kallsyms(path: str | os.PathLike[str] = "/proc/kallsyms") -> KernelSymb
         raise ReportError(f"cannot read kernel symbols from {path}: {exc.strerror or exc}") from exc
 
 
-def _table(hex_addrs: list[str], names: list[str], ranks: list[int]) -> SymbolTable:
-    """Symbols covering up to the next start; the highest one up to its page's end.
-
-    Of several names at one address the last listed wins, as in perf report: perf ends
-    each kallsyms symbol at the next one's start, so all but the last are empty."""
-    starts = np.array([int(a, 16) for a in hex_addrs], dtype=np.uint64)
-    last = np.sort(len(starts) - 1 - np.unique(starts[::-1], return_index=True)[1])
-    if len(last) < len(starts):
-        starts = starts[last]
-        names = [names[i] for i in last.tolist()]
-        ranks = [ranks[i] for i in last.tolist()]
-    top = int(starts.max())
-    last_end = min((top // PAGE_SIZE + 1) * PAGE_SIZE, (1 << 64) - 1)
-    limits = np.full(starts.shape, last_end, dtype=np.uint64)
+def _table(addrs: list[int], names: list[str], ranks: list[int]) -> SymbolTable:
+    """Symbols covering up to the next start; the highest one up to its page's end. Of
+    several names at one address the last listed wins
+    (:func:`profiler.format.kallsyms.last_listed`)."""
+    keep = last_listed(addrs)
+    if len(keep) < len(addrs):
+        addrs = [addrs[i] for i in keep]
+        names = [names[i] for i in keep]
+        ranks = [ranks[i] for i in keep]
+    starts = np.array(addrs, dtype=np.uint64)  # every address fits: parse_line checked
+    limits = np.full(starts.shape, table_end(max(addrs)), dtype=np.uint64)
     return SymbolTable.from_symbols(starts, np.zeros(starts.shape, np.uint64), names, limits, ranks)
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from profiler.format import records as R
+
+from profiler.format.encode import encode
 from profiler.format.attr import attr_to_dict, new_attr
 from profiler.format.container.writer import CaptureWriter
 
@@ -69,11 +71,11 @@ def write_small_capture(path: Path, *, trailer: bool = True) -> list[R.Record]:
     layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
     synth, frames = small_capture_records()
     writer = CaptureWriter.create(path, header)
-    writer.write_synth(b"".join(R.encode(r, layout) for r in synth))
+    writer.write_synth(b"".join(encode(r, layout) for r in synth))
     writer.write_meta("buildids", {"entries": [{"path": "/usr/bin/demo", "build_id": "ab" * 20,
                                                 "source": "file"}]})
     for no, recs in enumerate(frames):
-        writer.write_raw(no % 2, b"".join(R.encode(r, layout) for r in recs))
+        writer.write_raw(no % 2, b"".join(encode(r, layout) for r in recs))
         if no % 2:
             writer.write_round()
     if trailer:

@@ -8,6 +8,8 @@ from typing import Any
 from tests.support.capture_factory import make_test_header
 
 from profiler.format import records as R
+
+from profiler.format.encode import encode
 from profiler.format.container.writer import CaptureWriter
 from profiler.symbols.elf import ElfFile
 
@@ -71,11 +73,11 @@ def write_capture(path: Path, binary: Path, stacks: list[list[str]], *, byte_ord
         samples.append(R.Sample(ip=chain[1], pid=100, tid=100, time=t, cpu=0, res=0, period=1000,
                                 callchain=chain, misc=misc))
     writer = CaptureWriter.create(path, header)
-    writer.write_synth(b"".join(R.encode(r, layout) for r in synth))
+    writer.write_synth(b"".join(encode(r, layout) for r in synth))
     if kernel:
         writer.write_meta("kernel", {"build_id": KERNEL_BUILD_ID, "release": "6.0.0-test"})
         writer.write_meta("kallsyms", {"text": KALLSYMS, "kptr_restrict": 0, "hidden": False})
-    writer.write_raw(0, b"".join(R.encode(r, layout) for r in samples))
+    writer.write_raw(0, b"".join(encode(r, layout) for r in samples))
     writer.write_meta("buildids", {"entries": [{"path": str(binary), "build_id": elf.build_id, "source": "mmap2"}]})
     writer.close({"samples": len(samples)})
     return header

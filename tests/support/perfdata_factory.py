@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from profiler.format import records as R
+
+from profiler.format.encode import encode
 from profiler.format.attr import new_attr
 
 MAGIC = b"PERFILE2"
@@ -145,4 +147,4 @@ def round_record() -> bytes:
 
 def encode_all(recs: Sequence[R.Record], attr: dict[str, int]) -> list[bytes]:
     layout = R.SampleLayout.from_attr(attr)
-    return [R.encode(r, layout) for r in recs]
+    return [encode(r, layout) for r in recs]

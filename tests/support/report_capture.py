@@ -14,6 +14,8 @@ from typing import Any
 from tests.support.capture_factory import cpu_clock_attr, make_test_header
 
 from profiler.format import records as R
+
+from profiler.format.encode import encode
 from profiler.format.container.writer import CaptureWriter
 
 KBASE = 0xFFFFFFFF81000000
@@ -79,7 +81,7 @@ def write_capture(path: Path, records: Iterable[R.Record], *, kallsyms: str | No
         for r in recs:
             if isinstance(r, R.Sample):
                 r.callchain = None
-    writer.write_synth(b"".join(R.encode(r, layout) for r in recs))
+    writer.write_synth(b"".join(encode(r, layout) for r in recs))
     if kallsyms is not None:
         writer.write_meta("kallsyms", {"text": kallsyms, "kptr_restrict": 0, "hidden": False})
     for kind, data in (meta or {}).items():

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from profiler.errors import ProfilerError
 from profiler.format import records as R
+from profiler.format.encode import encode
 from profiler.format.decode import decoder, views
 from profiler.format.decode.chains import cpumode_context, split_callchains
 from profiler.format.decode.columns import SampleColumns
@@ -108,7 +109,7 @@ def test_big_endian_capture(tmp_path: Path) -> None:
     layout = R.SampleLayout.from_attr(header["events"][0]["attr"], "big")
     path = tmp_path / "be.prof"
     w = CaptureWriter.create(path, header)
-    w.write_raw(0, b"".join(R.encode(R.Sample(ip=0x1000 + i, pid=5, tid=6, time=10 + i, cpu=0, res=0,
+    w.write_raw(0, b"".join(encode(R.Sample(ip=0x1000 + i, pid=5, tid=6, time=10 + i, cpu=0, res=0,
                                               period=3, callchain=(1, 2, i)), layout)
                             for i in range(50)))
     w.close()
@@ -127,9 +128,9 @@ def test_several_events_by_identifier(tmp_path: Path) -> None:
     recs = []
     for i in range(30):
         if i % 3:
-            recs.append(R.encode(R.Sample(identifier=11, ip=i, pid=1, tid=1, time=i, callchain=(i,) * (i % 4)), la))
+            recs.append(encode(R.Sample(identifier=11, ip=i, pid=1, tid=1, time=i, callchain=(i,) * (i % 4)), la))
         else:
-            recs.append(R.encode(R.Sample(identifier=22 + i % 2, ip=i, pid=1, tid=1, time=i, period=7), lb))
+            recs.append(encode(R.Sample(identifier=22 + i % 2, ip=i, pid=1, tid=1, time=i, period=7), lb))
     path = tmp_path / "two.prof"
     w = CaptureWriter.create(path, header)
     w.write_raw(0, b"".join(recs))
@@ -151,7 +152,7 @@ def test_events_with_one_layout_still_split_by_identifier(tmp_path: Path) -> Non
                                {"name": "page-faults", "attr": attr, "ids": [21]}])
     layout = R.SampleLayout.from_attr(attr)
     idents = [11, 21, 12, 21, 21, 11]
-    recs = [R.encode(R.Sample(identifier=ident, ip=i, pid=1, tid=1, time=i, period=ident), layout)
+    recs = [encode(R.Sample(identifier=ident, ip=i, pid=1, tid=1, time=i, period=ident), layout)
             for i, ident in enumerate(idents)]
     path = tmp_path / "same.prof"
     w = CaptureWriter.create(path, header)
@@ -166,7 +167,7 @@ def test_events_with_one_layout_still_split_by_identifier(tmp_path: Path) -> Non
 def test_damaged_callchain_sample_is_dropped(tmp_path: Path) -> None:
     header = make_test_header()
     layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
-    good = R.encode(R.Sample(ip=1, pid=1, tid=1, time=1, cpu=0, res=0, period=1, callchain=(5, 6)), layout)
+    good = encode(R.Sample(ip=1, pid=1, tid=1, time=1, cpu=0, res=0, period=1, callchain=(5, 6)), layout)
     bad = bytearray(good)
     bad[48:56] = (1000).to_bytes(8, "little")  # nr: more frames than the record holds
     path = tmp_path / "d.prof"
@@ -185,7 +186,7 @@ def test_record_body_that_looks_like_a_header_takes_the_exact_path(tmp_path: Pat
     header = make_test_header()
     layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
     fake = 9 | (2 << 32) | (16 << 48)  # type SAMPLE, misc user, size 16
-    recs = b"".join(R.encode(R.Sample(ip=i, pid=1, tid=1, time=i, cpu=0, res=0, period=1,
+    recs = b"".join(encode(R.Sample(ip=i, pid=1, tid=1, time=i, cpu=0, res=0, period=1,
                                       callchain=(fake, i)), layout) for i in range(10))
     path = tmp_path / "f.prof"
     w = CaptureWriter.create(path, header)
@@ -201,7 +202,7 @@ def test_frames_of_big_records_are_walked_record_by_record(tmp_path: Path) -> No
     following their sizes; a damaged size ends the frame there, with a warning."""
     header = make_test_header()
     layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
-    recs = [R.encode(R.Sample(ip=i, pid=1, tid=1, time=i, cpu=0, res=0, period=1,
+    recs = [encode(R.Sample(ip=i, pid=1, tid=1, time=i, cpu=0, res=0, period=1,
                               callchain=tuple(range(1, 500))), layout) for i in range(12)]
     assert sum(map(len, recs)) >= 64 * views.WALK_BYTES_PER_RECORD  # the walk's threshold
     path = tmp_path / "big.prof"
@@ -266,7 +267,7 @@ def test_bulk_matches_exact_property(tmp_path: Path, batch: tuple[int, list[list
     path = tmp_path / "p.prof"
     w = CaptureWriter.create(path, header, version)
     for cpu, recs in enumerate(frames):
-        w.write_raw(cpu, b"".join(R.encode(_normalise(s, sample_type), layout) for s in recs))
+        w.write_raw(cpu, b"".join(encode(_normalise(s, sample_type), layout) for s in recs))
     w.close()
     with CaptureReader.open(path) as reader:
         assert_columns_match(reader)
@@ -326,7 +327,7 @@ def test_bulk_gives_every_field_of_any_layout(tmp_path: Path, case: tuple[dict[s
     layout = R.SampleLayout.from_attr(attr)
     path = tmp_path / "all.prof"
     w = CaptureWriter.create(path, make_test_header([{"name": "any", "attr": attr, "ids": [1]}]))
-    w.write_raw(0, b"".join(R.encode(s, layout) for s in samples))
+    w.write_raw(0, b"".join(encode(s, layout) for s in samples))
     w.close()
     with CaptureReader.open(path) as reader:
         assert_columns_match(reader)
@@ -378,7 +379,7 @@ def test_fuzz_record_mutations_behind_valid_checksums(tmp_path: Path, edits: lis
     layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
     from tests.support.capture_factory import small_capture_records
     synth, frames = small_capture_records()
-    payload = bytearray(b"".join(R.encode(r, layout) for r in synth + frames[0] + frames[1]))
+    payload = bytearray(b"".join(encode(r, layout) for r in synth + frames[0] + frames[1]))
     for pos, value in edits:
         payload[pos % len(payload)] = value
     path = tmp_path / "m.prof"
@@ -415,7 +416,7 @@ def test_identical_chains_share_one_id_across_chunks(tmp_path: Path, monkeypatch
         recs = []
         for i in range(40):
             t += 1
-            recs.append(R.encode(R.Sample(ip=i, pid=0xFFFFFFFF if i == 3 else 7, tid=7, time=t, cpu=0, res=0,
+            recs.append(encode(R.Sample(ip=i, pid=0xFFFFFFFF if i == 3 else 7, tid=7, time=t, cpu=0, res=0,
                                           period=1, callchain=chains[(i + frame) % 4]), layout))
         w.write_raw(frame % 2, b"".join(recs))
     w.close()

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from profiler.errors import FormatError
 from profiler.format import records as R
+from profiler.format.encode import encode
 
 HEADER = Path("/usr/include/linux/perf_event.h")
 
@@ -111,7 +112,7 @@ def test_sample_field_round_trip(bit: str, byte_order: str) -> None:
         k: v for k, v in kwargs.items() if k not in ("callchain", "ip")})
     if bit == "IP":
         rec.ip = kwargs["ip"]
-    data = R.encode(rec, layout)
+    data = encode(rec, layout)
     assert len(data) % 8 == 0
     decoded = R.decode_record(data, 0, layout)
     assert decoded == rec
@@ -123,7 +124,7 @@ def test_sample_field_order_is_the_kernels() -> None:
     """IP comes before TID, CALLCHAIN after PERIOD: check raw word positions."""
     layout = R.SampleLayout(sample_type=R.PERF_SAMPLE_IDENTIFIER | R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID
                             | R.PERF_SAMPLE_PERIOD | R.PERF_SAMPLE_CALLCHAIN)
-    data = R.encode(R.Sample(identifier=1, ip=2, pid=3, tid=4, period=5, callchain=(6,)), layout)
+    data = encode(R.Sample(identifier=1, ip=2, pid=3, tid=4, period=5, callchain=(6,)), layout)
     words = [int.from_bytes(data[i:i + 8], "little") for i in range(8, len(data), 8)]
     assert words == [1, 2, 3 | (4 << 32), 5, 1, 6]
 
@@ -142,7 +143,7 @@ def test_record_type_round_trip(name: str, byte_order: str) -> None:
         rec.sample_id = R.SampleId(pid=1, tid=2, time=3, id=4, stream_id=5, cpu=1, res=0, identifier=4)
     else:
         rec.identifier, rec.id, rec.stream_id = 4, 4, 5
-    data = R.encode(rec, layout)
+    data = encode(rec, layout)
     assert len(data) % 8 == 0
     assert R.decode_record(data, 0, layout) == rec
 
@@ -151,7 +152,7 @@ def test_mmap2_build_id_form() -> None:
     layout = R.SampleLayout(sample_type=R.PERF_SAMPLE_TIME, sample_id_all=True, build_id=True)
     rec = R.Mmap2(1, 1, 0x1000, 0x1000, 0, prot=5, flags=2, filename="/x", build_id=bytes(range(20)),
                   sample_id=R.SampleId(time=5))
-    data = R.encode(rec, layout)
+    data = encode(rec, layout)
     decoded = R.decode_record(data, 0, layout)
     assert isinstance(decoded, R.Mmap2)
     assert decoded.misc & R.PERF_RECORD_MISC_MMAP_BUILD_ID
@@ -164,7 +165,7 @@ def test_mmap2_build_id_flag_trusted_only_for_an_event_that_asked() -> None:
     other events (another tool's attr.build_id): for us the union is maj/min/ino."""
     plain = R.SampleLayout(sample_type=R.PERF_SAMPLE_TIME, sample_id_all=True)
     rec = R.Mmap2(1, 1, 0x1000, 0x1000, 0, 254, 3, 123456, 7, 5, 2, "/x", sample_id=R.SampleId(time=5))
-    data = bytearray(R.encode(rec, plain))
+    data = bytearray(encode(rec, plain))
     struct.pack_into("<H", data, 4, rec.misc | R.PERF_RECORD_MISC_MMAP_BUILD_ID)
     decoded = R.decode_record(bytes(data), 0, plain)
     assert isinstance(decoded, R.Mmap2) and decoded.build_id is None
@@ -176,7 +177,7 @@ def test_mmap2_build_id_flag_trusted_only_for_an_event_that_asked() -> None:
 def test_mmap2_malformed_build_id_form_is_not_trusted(size: int, reserved: bytes) -> None:
     asked = R.SampleLayout(sample_type=R.PERF_SAMPLE_TIME, sample_id_all=True, build_id=True)
     rec = R.Mmap2(1, 1, 0x1000, 0x1000, 0, filename="/x", build_id=bytes(range(20)), sample_id=R.SampleId(time=5))
-    data = bytearray(R.encode(rec, asked))
+    data = bytearray(encode(rec, asked))
     data[40] = size
     data[41:44] = reserved
     decoded = R.decode_record(bytes(data), 0, asked)
@@ -185,14 +186,14 @@ def test_mmap2_malformed_build_id_form_is_not_trusted(size: int, reserved: bytes
 
 def test_unknown_record_type_kept_opaque() -> None:
     layout = R.SampleLayout(sample_type=0)
-    data = R.encode(R.UnknownRecord(99, b"12345678"), layout)
+    data = encode(R.UnknownRecord(99, b"12345678"), layout)
     decoded = R.decode_record(data, 0, layout)
     assert decoded == R.UnknownRecord(99, b"12345678")
 
 
 def test_callchain_longer_than_record_is_damage() -> None:
     layout = R.SampleLayout(sample_type=R.PERF_SAMPLE_IP | R.PERF_SAMPLE_CALLCHAIN)
-    data = bytearray(R.encode(R.Sample(ip=1, callchain=(1, 2, 3)), layout))
+    data = bytearray(encode(R.Sample(ip=1, callchain=(1, 2, 3)), layout))
     data[16:24] = (10**15).to_bytes(8, "little")  # nr = a petabyte of frames
     with pytest.raises(FormatError):
         R.decode_record(bytes(data), 0, layout)
@@ -200,7 +201,7 @@ def test_callchain_longer_than_record_is_damage() -> None:
 
 def test_record_size_past_the_end_is_damage() -> None:
     layout = R.SampleLayout(sample_type=R.PERF_SAMPLE_IP)
-    data = bytearray(R.encode(R.Sample(ip=1), layout))
+    data = bytearray(encode(R.Sample(ip=1), layout))
     data[6:8] = (4096).to_bytes(2, "little")
     with pytest.raises(FormatError):
         R.decode_record(bytes(data), 0, layout)
@@ -354,6 +355,6 @@ def other_records(draw: st.DrawFn, layout: R.SampleLayout) -> R.Record:
 def test_round_trip_property(data: st.DataObject) -> None:
     layout = data.draw(layouts())
     rec = data.draw(st.one_of(samples(layout), other_records(layout)))
-    encoded = R.encode(rec, layout)
+    encoded = encode(rec, layout)
     assert len(encoded) % 8 == 0
     assert R.decode_record(encoded, 0, layout) == rec

@@ -35,6 +35,7 @@ from tests.support.paths import CAPTURES
 
 from profiler.errors import FormatError, ProfilerError
 from profiler.format import records as R
+from profiler.format.encode import encode
 from profiler.format.decode.decoder import load_capture
 from profiler.format.container.reader import CaptureReader
 from profiler.format.container.writer import CaptureWriter
@@ -173,7 +174,7 @@ def test_events_named_by_sample_id_and_dummy_last(tmp_path: Path) -> None:
     clock = PerfEvent(cpu_clock_attr(st), [2, 3], "cpu-clock")
     faults = PerfEvent({**cpu_clock_attr(st), "config": 2}, [4], "page-faults")
     layout = R.SampleLayout.from_attr(clock.attr)
-    recs = [R.encode(R.Sample(ip=0x1000 + i, pid=1, tid=1, time=10 + i, id=[2, 3, 4][i % 3], period=1), layout)
+    recs = [encode(R.Sample(ip=0x1000 + i, pid=1, tid=1, time=10 + i, id=[2, 3, 4][i % 3], period=1), layout)
             for i in range(30)]
     path = write(tmp_path, "multi.data", file_mode(PerfFile([dummy, clock, faults], recs,
                                                             standard_features([dummy, clock, faults]))))

@@ -14,6 +14,8 @@ import numpy as np
 from tests.support.capture_factory import make_test_header
 
 from profiler.format import records as R
+
+from profiler.format.encode import encode
 from profiler.format.attr import attr_to_dict, new_attr
 from profiler.format.decode.decoder import load_capture
 from profiler.format.container.reader import CaptureReader
@@ -139,7 +141,7 @@ def test_exact_decoder_reads_every_field_at_its_word() -> None:
     assert (s.regs_intr_abi, s.regs_intr) == (2, (0xB0, 0xB1))
     assert (s.phys_addr, s.cgroup, s.data_page_size, s.code_page_size) == (0x1000, 4242, 4096, 2 << 20)
     assert s.aux == AUX
-    assert R.encode(s, layout) == golden_sample()  # and the encoder writes the same words
+    assert encode(s, layout) == golden_sample()  # and the encoder writes the same words
 
 
 def test_weight_struct_uses_the_weight_slot() -> None:
@@ -231,4 +233,4 @@ def test_sample_id_trailer_golden() -> None:
     assert rec.sample_id == R.SampleId(pid=7, tid=8, time=555, id=0x1D2, stream_id=0x5E, cpu=1, res=0,
                                        identifier=0x1D)
     assert layout.trailer_size == 8 * len(trailer)
-    assert R.encode(rec, layout) == data
+    assert encode(rec, layout) == data

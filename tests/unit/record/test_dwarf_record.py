@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from profiler.errors import UsageError
 from profiler.format import records as R
+from profiler.format.encode import encode
 from profiler.format.compact import compact_stacks
 from profiler.format.regs import X86_64
 from profiler.record.events import EventSpec
@@ -86,7 +87,7 @@ def test_compaction_cuts_stacks_to_dyn_size() -> None:
     full = bytes(range(256)) * 4  # 1024 bytes reserved
     recs = [_sample(1, full, 1024), _sample(2, full, 100), _sample(3, full, 0, regs=False),
             R.Comm(pid=1, tid=1, comm="x")]
-    raw = b"".join(R.encode(r, LAYOUT) for r in recs)
+    raw = b"".join(encode(r, LAYOUT) for r in recs)
     out = compact_stacks(raw, LAYOUT)
     assert len(out) == len(raw) - (1024 - 104) - 1024
     decoded = []

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from profiler.format import records as R
+
+from profiler.format.encode import encode
 from profiler.format.attr import attr_to_dict
 from profiler.format.events import EventTable
 from profiler.format import buildid
@@ -202,7 +204,7 @@ def test_header_walk_counts_samples_lost_and_reads_mapped_files(tmp_path: Path) 
         R.Sample(ip=1, pid=2, tid=2, time=4, cpu=0, period=1, callchain=()),
     ]
     stats = StreamStats()
-    stats.scan(1, b"".join(R.encode(r, layout) for r in recs))
+    stats.scan(1, b"".join(encode(r, layout) for r in recs))
     assert stats.samples == 2 and stats.lost == 42 and stats.lost_per_cpu == {1: 42}
     entries = stats.mapped.entries()
     assert [e["path"] for e in entries] == [str(binary)]
@@ -215,7 +217,7 @@ def test_header_walk_ignores_a_build_id_flag_it_did_not_ask_for() -> None:
     """Another tool's attr.build_id flags our MMAP2 header too: the union is still maj/min/ino."""
     layout, _ = layout_and_attr()
     rec = R.Mmap2(2, 2, 0x3000, 0x1000, 0, 8, 1, 77, 0, 5, 2, "/no/such/file")
-    data = bytearray(R.encode(rec, layout))
+    data = bytearray(encode(rec, layout))
     struct.pack_into("=H", data, 4, rec.misc | R.PERF_RECORD_MISC_MMAP_BUILD_ID)
     stats = StreamStats()
     stats.scan(0, bytes(data))
@@ -224,7 +226,7 @@ def test_header_walk_ignores_a_build_id_flag_it_did_not_ask_for() -> None:
     ]
     asked = StreamStats(kernel_build_ids=True)
     bid = bytes(range(1, 21))
-    asked.scan(0, R.encode(R.Mmap2(2, 2, 0x1000, 0x1000, 0, filename="/lib/libx.so", build_id=bid), layout))
+    asked.scan(0, encode(R.Mmap2(2, 2, 0x1000, 0x1000, 0, filename="/lib/libx.so", build_id=bid), layout))
     assert asked.mapped.entries() == [{"path": "/lib/libx.so", "build_id": bid.hex(), "source": "mmap2"}]
 
 

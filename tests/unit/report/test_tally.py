@@ -16,6 +16,7 @@ from tests.support.paths import CAPTURES
 
 from profiler.cli import main
 from profiler.format import records as R
+from profiler.format.encode import encode
 from profiler.format.container.layout import VERSION_FRAME_CPU, VERSION_PLAIN
 from profiler.format.container.writer import CaptureWriter
 from profiler.report import tally
@@ -61,7 +62,7 @@ def random_capture(path: Path, seed: int, frame_cpu: bool = False, version: tupl
     per_cpu: dict[int, list[R.Record]] = {0: [], 1: []}
     synth = [comm(100, 100, "first", 1), comm(200, 200, "second", 1),
              mmap2(100, 0x400000, 0x10000, 0, "/bin/a", 2), mmap2(200, 0x400000, 0x10000, 0, "/bin/b", 2)]
-    writer.write_synth(b"".join(R.encode(r, layout) for r in synth))
+    writer.write_synth(b"".join(encode(r, layout) for r in synth))
     for i in range(600):
         if rng.random() < 0.5:
             t += rng.randint(1, 3)  # else: the same time as the record before
@@ -89,13 +90,13 @@ def random_capture(path: Path, seed: int, frame_cpu: bool = False, version: tupl
                            callchain=chain, misc=misc, identifier=rng.choice([7, 8]))
         per_cpu[cpu].append(rec)
         if len(per_cpu[cpu]) >= rng.randint(3, 12):
-            writer.write_raw(cpu, b"".join(R.encode(r, layout) for r in per_cpu[cpu]))
+            writer.write_raw(cpu, b"".join(encode(r, layout) for r in per_cpu[cpu]))
             per_cpu[cpu] = []
             if rng.random() < 0.3:
                 writer.write_round()
     for cpu, recs in per_cpu.items():
         if recs:
-            writer.write_raw(cpu, b"".join(R.encode(r, layout) for r in recs))
+            writer.write_raw(cpu, b"".join(encode(r, layout) for r in recs))
     writer.close({})
     return path
 
@@ -418,11 +419,11 @@ def test_periods_adding_up_past_64_bits_are_refused(tmp_path: Path, capsys: pyte
     layout = R.SampleLayout.from_attr(attr)
     writer = CaptureWriter.create(tmp_path / "wrap.prof", make_test_header([{"name": "cpu-clock", "attr": attr,
                                                                             "ids": [7]}]))
-    writer.write_synth(R.encode(comm(100, 100, "demo", 1), layout))
+    writer.write_synth(encode(comm(100, 100, "demo", 1), layout))
     for i in range(40):  # 40 * 2^60 = 2.5 * 2^64; a 512-byte chunk holds a few samples (< 2^64)
         sample = R.Sample(ip=0x400100, pid=100, tid=100, time=1_000 + i, cpu=0, res=0, period=1 << 60,
                           callchain=(R.PERF_CONTEXT_USER, 0x400100), misc=R.PERF_RECORD_MISC_USER)
-        writer.write_raw(0, R.encode(sample, layout))
+        writer.write_raw(0, encode(sample, layout))
     writer.close()
     monkeypatch.setattr(tally, "TALLY_CHUNK_BYTES", 512)
     out = report(capsys, monkeypatch, mode, "-i", str(tmp_path / "wrap.prof"))
