@@ -73,6 +73,7 @@ def test_a_metadata_frame_inflating_to_a_gibibyte_is_skipped_within_bounds(tmp_p
     assert rc == 0 and "damaged metadata frame" in err, err
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 def test_a_msgpack_array_claiming_millions_of_entries_is_refused(tmp_path: Path) -> None:
     parts = seed("small.prof")
     n = 16 << 20  # nils: one byte each, 128 MiB of list slots if believed
@@ -84,6 +85,7 @@ def test_a_msgpack_array_claiming_millions_of_entries_is_refused(tmp_path: Path)
     assert_clean(rc, err, rss)
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 def test_a_packed_symbol_table_with_an_integer_for_bytes_is_ignored(tmp_path: Path) -> None:
     """``bytes(10**9)`` would allocate a gigabyte: the damaged table is ignored with a warning."""
     parts = seed("offline-shares.prof")

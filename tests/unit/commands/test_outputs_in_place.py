@@ -56,6 +56,7 @@ def _drain(fifo: Path) -> tuple[threading.Thread, list[bytes]]:
     return reader, got
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @pytest.mark.parametrize(("args", "starts"), [
     (["flamegraph", "-i", str(CAPTURE), "-o"], b"<!DOCTYPE html>"),
     (["export", "--format", "folded", "-i", str(CAPTURE), "-o"], b""),
@@ -97,6 +98,7 @@ def test_stdout_redirected_to_a_file_is_written_through_the_kernels_link(tmp_pat
     assert text.startswith("<!DOCTYPE html>") and "old contents" not in text
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @pytest.mark.parametrize("args", [["export", "-f", "folded"], ["flamegraph"], ["export", "-f", "speedscope"]])
 def test_names_that_are_not_utf8_are_written_as_recorded(tmp_path: Path, args: list[str],
                                                          profiler_cmd: list[str]) -> None:

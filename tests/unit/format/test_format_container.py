@@ -77,6 +77,7 @@ def test_no_trailer_reads_everything_and_warns(tmp_path: Path) -> None:
         assert any("no trailer" in w for w in reader.warnings)
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 def test_truncation_at_every_offset(tmp_path: Path) -> None:
     path = tmp_path / "c.prof"
     written = write_small_capture(path)

@@ -331,6 +331,7 @@ def test_strings_and_counts_in_features_are_checked() -> None:
     assert kaddr("k_mid") > 0  # the fake kernel of report_capture is what these files sample
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 def test_strings_that_are_not_utf8_are_imported_as_replacement_characters(tmp_path: Path) -> None:
     """A real perf 6.1 file whose cmdline feature holds a byte that is not UTF-8: the capture's
     strings must be UTF-8 (msgpack), so import writes U+FFFD there, where it raised (found by

@@ -10,6 +10,7 @@ import os
 
 from hypothesis import given
 from hypothesis import strategies as st
+import pytest
 
 from profiler.report.model import Frame, ProfileMeta, StackSet, StackSample
 from profiler.report.render.folded import FoldedOptions, fold_stacks, render_folded, write
@@ -128,6 +129,7 @@ stacks_strategy = st.lists(
 )
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 @given(stacks_strategy)
 def test_folding_keeps_total_weight_and_line_shape(stacks: list[StackSample]) -> None:
     out = io.StringIO()

@@ -159,6 +159,7 @@ def _huge(tmp_path: Path, periods: list[int], times: list[int]) -> Path:
     return write_capture(tmp_path / "huge.prof", recs)
 
 
+@pytest.mark.slow  # make check leaves it out; make test runs it
 def test_numbers_past_int64_are_refused_or_left_out(tmp_path: Path) -> None:
     # periods summing past 2^63 (pprof's values are int64): one sentence, nothing written
     path = _huge(tmp_path, [1 << 62, 1 << 62, 1 << 62], [1_000, 2_000, 3_000])
