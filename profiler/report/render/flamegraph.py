@@ -319,6 +319,12 @@ _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
 _SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
+#: The legend of the ordinary flame graph: the colours by frame kind.
+KIND_LEGEND = ('<span id="fg-legend"><span class="sw k-user"></span>user <span class="sw k-kernel"></span>kernel '
+               '<span class="sw k-jit"></span>JIT <span class="sw k-unknown"></span>unknown '
+               '<span class="sw k-match"></span>match</span>')
+
+
 def read_asset(name: str) -> str:
     """The text of one file in ``profiler/report/render/assets/``."""
     assets = resources.files("profiler").joinpath("report", "render", "assets")
@@ -395,18 +401,23 @@ def render_flamegraph(
 ) -> None:
     """Write the self-contained HTML page for ``tree`` to ``stream``."""
     page_title = title if title is not None else meta.title
-    data = utf8.json_text(json.dumps(
-        tree_payload(tree, meta, page_title), separators=(",", ":"), ensure_ascii=True
-    )).translate(_SCRIPT_UNSAFE)
+    stream.write(page_html(page_title, subtitle(tree, meta), tree_payload(tree, meta, page_title)))
+
+
+def page_html(title: str, subtitle_text: str, payload: dict[str, object], legend: str = KIND_LEGEND) -> str:
+    """The page: the template with the stylesheet, the script, ``payload`` as JSON and
+    ``legend`` (HTML) inlined; ``title`` and ``subtitle_text`` are escaped."""
+    data = utf8.json_text(json.dumps(payload, separators=(",", ":"), ensure_ascii=True)).translate(_SCRIPT_UNSAFE)
     values = {
-        "TITLE": html.escape(utf8.text(page_title)),
-        "SUBTITLE": html.escape(utf8.text(subtitle(tree, meta))),
+        "TITLE": html.escape(utf8.text(title)),
+        "SUBTITLE": html.escape(utf8.text(subtitle_text)),
         "CSS": read_asset("flamegraph.css"),
         "JS": read_asset("flamegraph.js"),
         "DATA": data,
+        "LEGEND": legend,
     }
     template = read_asset("flamegraph.html")
-    stream.write(_PLACEHOLDER.sub(lambda m: values[m.group(1)], template))
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
 
 
 def write(profile: StackSet, stream: TextIO, options: FlameGraphOptions = FlameGraphOptions()) -> FlameTree:

@@ -3,6 +3,9 @@
 // f (frame), d (depth), v (weight incl. descendants), optional s (samples when v is period),
 // optional l: per wide node with source lines [node, line string, weight, line string, weight, ...],
 // optional fl: per frame, its lines over all its nodes [frame, total weight, line string, weight, ...].
+// A differential flame graph (meta.diff) adds diff.o and diff.os: per node the other side's weight and
+// samples (V and S are the drawn side's: NEW's, or BASE's when meta.diff.negate); frames are coloured
+// by NEW's share minus BASE's share (each of its own total), red more, blue less.
 (function () {
   'use strict';
 
@@ -19,6 +22,18 @@
   (data.l || []).forEach(function (row) { sourceLines[row[0]] = row.slice(1); });
   var frameLines = {};   // frame -> [total weight, string index, weight, ...]
   (data.fl || []).forEach(function (row) { frameLines[row[0]] = row.slice(1); });
+  var diff = meta.diff || null;
+  var baseV = null, newV = null, baseS = null, newS = null;
+  if (diff) {
+    baseV = diff.negate ? V : data.diff.o; newV = diff.negate ? data.diff.o : V;
+    baseS = diff.negate ? S : data.diff.os; newS = diff.negate ? data.diff.os : S;
+  }
+  // NEW's share minus BASE's share of node i, in percentage points.
+  function change(i) {
+    var b = diff.base_total > 0 ? 100 * baseV[i] / diff.base_total : 0;
+    var n = diff.new_total > 0 ? 100 * newV[i] / diff.new_total : 0;
+    return n - b;
+  }
 
   // Layout in weight units: start[i] is the node's left edge; the subtree of i is i..end[i]-1.
   var parent = new Int32Array(N), start = new Float64Array(N), end = new Int32Array(N);
@@ -61,6 +76,7 @@
   }
   var colorCache = {};
   function frameColor(i) {
+    if (diff) return diffColor(change(i));
     var fi = F[i];
     var c = colorCache[fi];
     if (c) return c;
@@ -74,6 +90,15 @@
     }
     colorCache[fi] = c;
     return c;
+  }
+  // White for no change to red (more) or blue (less), saturated by the change's size against
+  // the largest one (the legend's scale).
+  function diffColor(pp) {
+    var t = diff.scale > 0 ? Math.min(1, Math.abs(pp) / diff.scale) : 0;
+    var fade = Math.round(245 - 190 * t);
+    if (pp > 0) return 'rgb(255, ' + fade + ', ' + fade + ')';
+    if (pp < 0) return 'rgb(' + fade + ', ' + fade + ', 255)';
+    return 'rgb(245, 245, 245)';
   }
   function hsl(h, s, l) {
     return 'hsl(' + h.toFixed(1) + ', ' + s.toFixed(1) + '%, ' + l.toFixed(1) + '%)';
@@ -183,10 +208,28 @@
     return -1;
   }
 
+  function side(label, samples, value, total) {
+    var text = label + ': ' + groupDigits(samples) + ' samples';
+    if (meta.weight !== 'samples') text += ', ' + groupDigits(value) + ' ' + meta.unit;
+    return text + ' (' + percent(value, total) + ')';
+  }
+
+  function describeDiff(i, lines) {
+    var pp = change(i);
+    lines.push(side('BASE', baseS[i], baseV[i], diff.base_total) + ' · ' +
+               side('NEW', newS[i], newV[i], diff.new_total));
+    lines.push('change: ' + (pp > 0 ? '+' : pp < 0 ? '−' : '±') + Math.abs(pp).toFixed(2) +
+               ' pp of share, ' + (newS[i] - baseS[i] >= 0 ? '+' : '−') +
+               groupDigits(Math.abs(newS[i] - baseS[i])) + ' samples');
+    if (state.zoom !== 0) lines.push(percent(V[i], V[state.zoom]) + ' of zoomed frame');
+    return lines;
+  }
+
   function describe(i) {
     var total = V[0], lines = [nameOf(i)];
     var dso = dsoOf(i), kind = kindOf(i);
     if (dso) lines.push(dso + ' (' + kind + ')');
+    if (diff) return describeDiff(i, lines);
     var text = groupDigits(S[i]) + ' samples';
     if (meta.weight === 'samples') {
       text += ', ' + percent(V[i], total) + ' of total';
@@ -327,7 +370,9 @@
         out.push({ node: i, name: nameOf(i), dso: dsoOf(i), kind: kindOf(i), depth: D[i],
                    value: V[i], samples: S[i], x: drawnX[k], y: drawnY[k], w: drawnW[k], h: ROW - 1,
                    dimmed: drawnDim[k], matched: !!(state.matched && state.matched[i]),
-                   color: state.matched && state.matched[i] ? MATCH_COLOR : frameColor(i) });
+                   color: state.matched && state.matched[i] ? MATCH_COLOR : frameColor(i),
+                   change: diff ? change(i) : null,
+                   base: diff ? baseS[i] : null, new: diff ? newS[i] : null });
       }
       return out;
     },
