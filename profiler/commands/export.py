@@ -27,10 +27,22 @@ EXPORT_FORMATS = ("folded", "speedscope", "pprof", "firefox")
 @click.option("--unknown-as-dso", is_flag=True, help="folded: name unresolved frames by their DSO.")
 @click.option("--per", type=click.Choice(["thread", "process"]), default="thread", show_default=True,
               help="speedscope: one profile per thread or per process.")
+@click.option("--diff", nargs=2, metavar="BASE NEW", default=None,
+              help="folded: both captures' stacks as 'stack BASE_COUNT NEW_COUNT' lines (flamegraph.pl's "
+                   "difffolded form); -i is not used. For pprof, export each capture and use "
+                   "go tool pprof -diff_base.")
 def command(format_: str, output: str, weight: str | None, with_pid: bool, with_tid: bool,
-            unknown_as_dso: bool, per: str, **kwargs: Any) -> None:
+            unknown_as_dso: bool, per: str, diff: tuple[str, str] | None, **kwargs: Any) -> None:
     """Export a capture's stacks for other viewers. pprof and firefox carry every event of
     the capture (or the one --event names)."""
+    if diff is not None:
+        from profiler.errors import UsageError
+
+        if format_ == "pprof":
+            raise UsageError("--diff is for -f folded: export each capture with -f pprof and compare them with "
+                             "'go tool pprof -diff_base BASE.pb.gz NEW.pb.gz'.")
+        if format_ != "folded":
+            raise UsageError(f"--diff is for -f folded, not -f {format_}.")
     if format_ == "pprof":
         _pprof(output, kwargs)
         return
@@ -41,12 +53,20 @@ def command(format_: str, output: str, weight: str | None, with_pid: bool, with_
     from profiler.report.render import folded, speedscope
     from profiler.report.pipeline import load_stacks
 
+    folded_options = folded.FoldedOptions(weight=cast(Weight, weight or "samples"), include_pid=with_pid,
+                                          include_tid=with_tid, unknown_as_dso=unknown_as_dso)
+    if diff is not None:
+        from profiler.report.pair import load_stack_pair
+
+        pair = load_stack_pair(load_options(kwargs), diff[0], diff[1], warn, what="export")
+        lines = folded.diff_folded(pair.base.stacks, pair.new.stacks, folded_options)
+        with open_output(output) as stream:
+            folded.render_diff_folded(lines, stream)
+        return
     profile = load_stacks(load_options(kwargs), warn, locations=format_ == "speedscope")  # source files
     with open_output(output) as stream:
         if format_ == "folded":
-            folded.write(profile, stream, folded.FoldedOptions(
-                weight=cast(Weight, weight or "samples"), include_pid=with_pid, include_tid=with_tid,
-                unknown_as_dso=unknown_as_dso))
+            folded.write(profile, stream, folded_options)
         else:
             speedscope.write(profile, stream, speedscope.SpeedscopeOptions(
                 weight=cast(Weight, weight or "period"), per=cast(speedscope.ProfilePer, per),

@@ -24,10 +24,23 @@ from profiler.report.render.flamegraph import DEFAULT_MIN_WIDTH
 @click.option("--group-by", type=click.Choice(["comm", "pid", "tid", "none"]), default="comm", show_default=True,
               help="What the first level of the graph is.")
 @click.option("--title", help="Title of the page (default: the command and event).")
+@click.option("--diff", nargs=2, metavar="BASE NEW", default=None,
+              help="A differential flame graph of two captures: NEW's shape, each frame coloured by its "
+                   "change in share from BASE (red: more, blue: less); -i is not used.")
+@click.option("--negate", is_flag=True, help="With --diff: draw BASE's shape instead (same colours).")
 def command(output: str, weight: str, min_width: float, group_by: str, title: str | None,
-            **kwargs: Any) -> None:
+            diff: tuple[str, str] | None, negate: bool, **kwargs: Any) -> None:
     """Write a self-contained interactive HTML flame graph (no network access needed)."""
+    from profiler.errors import UsageError
     from profiler.report.model import Weight
+
+    if diff is not None:
+        if min_width != DEFAULT_MIN_WIDTH:
+            raise UsageError("--min-width does not apply to --diff: the differential flame graph keeps every frame.")
+        _diff(diff, output, weight, group_by, title, negate, kwargs)
+        return
+    if negate:
+        raise UsageError("--negate needs --diff BASE NEW.")
     from profiler.report.render import flamegraph
     from profiler.report.pipeline import load_stacks
 
@@ -38,3 +51,21 @@ def command(output: str, weight: str, min_width: float, group_by: str, title: st
         flamegraph.write(profile, stream, opts)
     if output != "-":
         click.echo(f"wrote {output} ({profile.meta.total_samples} samples of '{profile.meta.event}')", err=True)
+
+
+def _diff(paths: tuple[str, str], output: str, weight: str, group_by: str, title: str | None, negate: bool,
+          kwargs: dict[str, Any]) -> None:
+    from profiler.report.model import Weight
+    from profiler.report.pair import load_stack_pair
+    from profiler.report.render import diffgraph
+    from profiler.report.render.flamegraph import GroupBy
+
+    base, new = paths
+    pair = load_stack_pair(load_options(kwargs), base, new, warn, what="draw")
+    opts = diffgraph.DiffGraphOptions(weight=cast(Weight, weight), negate=negate,
+                                      group_by=cast(GroupBy, group_by), title=title)
+    with open_output(output) as stream:
+        tree = diffgraph.write(diffgraph.DiffInput(pair.base, pair.new, base, new), stream, opts)
+    if output != "-":
+        click.echo(f"wrote {output} (BASE {tree.base_total_samples} samples, NEW {tree.new_total_samples} samples "
+                   f"of '{pair.event}')", err=True)

@@ -108,6 +108,19 @@ def fold_stacks(
     return sorted(merged.items())
 
 
+def diff_folded(base: Iterable[StackSample], new: Iterable[StackSample],
+                options: FoldedOptions = FoldedOptions()) -> list[tuple[str, int, int]]:
+    """The two-column form flamegraph.pl's difffolded.pl writes: ``(line, base weight, new
+    weight)`` for every line either side folds to (0 on the side without it), sorted by line."""
+    before, after = dict(fold_stacks(base, options)), dict(fold_stacks(new, options))
+    return [(line, before.get(line, 0), after.get(line, 0)) for line in sorted(before.keys() | after.keys())]
+
+
+def render_diff_folded(lines: Iterable[tuple[str, int, int]], stream: TextIO) -> None:
+    """Write ``(line, base, new)`` triples to ``stream``, one ``frames BASE NEW`` per line."""
+    stream.writelines(f"{line} {base} {new}\n" for line, base, new in lines)
+
+
 def render_folded(lines: Iterable[tuple[str, int]], stream: TextIO) -> None:
     """Write folded ``(line, weight)`` pairs to ``stream``, one ``frames WEIGHT`` per line."""
     stream.writelines(f"{line} {weight}\n" for line, weight in lines)

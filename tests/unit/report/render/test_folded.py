@@ -162,3 +162,29 @@ def test_golden_folded() -> None:
     out = io.StringIO()
     write(StackSet(ProfileMeta("t", "t", "cpu-clock", 0, 0, True), stacks), out, FoldedOptions(include_pid=True))
     assert_golden("folded/basic.folded", out.getvalue())
+
+
+def parse_diff_folded(text: str) -> tuple[dict[str, int], dict[str, int]]:
+    """flamegraph.pl's two-column form back into each side's folded counts (0: not on that side)."""
+    before: dict[str, int] = {}
+    after: dict[str, int] = {}
+    for row in text.splitlines():
+        line, base, new = row.rsplit(" ", 2)
+        for side, count in ((before, int(base)), (after, int(new))):
+            if count:
+                side[line] = count
+    return before, after
+
+
+def test_diff_folded_has_every_stack_of_either_side_and_parses_back_to_both() -> None:
+    base = [stack(user("main"), user("old name"), samples=3), stack(user("main"), kernel("k"), samples=2),
+            stack(user("main"), samples=1, tid=11)]
+    new = [stack(user("main"), kernel("k"), samples=5), stack(user("main"), user("new"), samples=4, period=9)]
+    from profiler.report.render.folded import diff_folded, render_diff_folded
+
+    for options in (FoldedOptions(), FoldedOptions(weight="period", include_tid=True)):
+        out = io.StringIO()
+        render_diff_folded(diff_folded(base, new, options), out)
+        assert parse_diff_folded(out.getvalue()) == (dict(fold_stacks(base, options)), dict(fold_stacks(new, options)))
+    rows = diff_folded(base, new)
+    assert rows == [("app;main", 1, 0), ("app;main;k_[k]", 2, 5), ("app;main;new", 0, 4), ("app;main;old name", 3, 0)]
