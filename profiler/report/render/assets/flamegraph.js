@@ -91,14 +91,14 @@
     colorCache[fi] = c;
     return c;
   }
-  // White for no change to red (more) or blue (less), saturated by the change's size against
+  // Light grey for no change to red (more) or blue (less), saturated by the change's size against
   // the largest one (the legend's scale).
   function diffColor(pp) {
     var t = diff.scale > 0 ? Math.min(1, Math.abs(pp) / diff.scale) : 0;
-    var fade = Math.round(245 - 190 * t);
+    var fade = Math.round(235 - 180 * t);
     if (pp > 0) return 'rgb(255, ' + fade + ', ' + fade + ')';
     if (pp < 0) return 'rgb(' + fade + ', ' + fade + ', 255)';
-    return 'rgb(245, 245, 245)';
+    return 'rgb(235, 235, 235)';
   }
   function hsl(h, s, l) {
     return 'hsl(' + h.toFixed(1) + ', ' + s.toFixed(1) + '%, ' + l.toFixed(1) + '%)';
