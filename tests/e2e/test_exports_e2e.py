@@ -210,3 +210,40 @@ def test_exports_carry_source_lines(require_perf: None, fixtures_dir: Path, prof
     frames = {f["name"]: f for f in doc["shared"]["frames"]}
     assert frames["drive"]["file"] == "inline.c" and frames["drive"]["line"] == start_line
     assert frames["mix (inlined)"]["file"] == "inline.c" and "line" not in frames["mix (inlined)"]
+
+
+def pprof_diff_top(go: str, base: Path, new: Path) -> list[tuple[int, str]]:
+    """``go tool pprof -top -diff_base BASE NEW``'s rows: (flat NEW minus BASE, function), in its order."""
+    res = subprocess.run([go, "tool", "pprof", "-top", "-sample_index=samples", "-nodecount=1000000",
+                          "-nodefraction=0", "-edgefraction=0", "-symbolize=none", "-diff_base", str(base), str(new)],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "HOME": str(new.parent)})
+    assert res.returncode == 0, res.stderr
+    rows = []
+    for line in res.stdout.split("flat  flat%", 1)[1].splitlines()[1:]:
+        m = re.match(r"^\s*(-?\d+)\s+[\d.]+%\s+[\d.]+%\s+-?\d+\s+[\d.]+%\s+(.+?)\s*$", line)
+        assert m, line
+        rows.append((int(m.group(1)), m.group(2)))
+    return rows
+
+
+def test_go_tool_pprof_diff_base_compares_two_of_our_exports(profiler_cmd: list[str], tmp_path: Path) -> None:
+    """The pprof side of comparing two runs (README, "Compare two runs"): no diff export of
+    our own; pprof's -diff_base reads two ordinary exports. NEW minus BASE per function,
+    largest change first: k_leaf_b grew by 110 samples."""
+    from tests.support.diff_captures import write_pair
+
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("go is not installed (make test installs Debian's golang-go)")
+    base, new = write_pair(tmp_path)
+    for capture in (base, new):
+        res = subprocess.run([*profiler_cmd, "export", "-i", str(capture), "-f", "pprof", "-o",
+                              str(capture.with_suffix(".pb.gz"))], capture_output=True, text=True, timeout=120,
+                             env=_env())
+        assert res.returncode == 0, res.stderr
+    rows = pprof_diff_top(go, base.with_suffix(".pb.gz"), new.with_suffix(".pb.gz"))
+    assert rows[0] == (110, "k_leaf_b")
+    assert {name: flat for flat, name in rows if flat} == {"k_leaf_b": 110, "k_leaf_a": -20, "k_recurse": 20,
+                                                           "k_other": -10}
+    swapped = pprof_diff_top(go, new.with_suffix(".pb.gz"), base.with_suffix(".pb.gz"))
+    assert swapped[0] == (-110, "k_leaf_b")
