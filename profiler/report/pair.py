@@ -57,12 +57,17 @@ def common_event(base_path: str, base: list[str], new_path: str, new: list[str],
                       f"{new_path} has {', '.join(new) or 'none'}.")
 
 
+def _labelled(warn: Warn, label: str) -> Warn:
+    """``warn`` with each message saying which side it is about."""
+    return lambda message: warn(f"{label}: {message}")
+
+
 def load_stack_pair(options: LoadOptions, base: str, new: str, warn: Warn, locations: bool = False,
                     what: str = "compare") -> StackPair:
     """BASE's and NEW's stacks on their common event, each loaded with ``options``
-    (its ``input`` replaced by the side's path)."""
+    (its ``input`` replaced by the side's path); warnings start with the side's name."""
     event = common_event(base, _event_names(base, options.callchains), new, _event_names(new, options.callchains),
                          options.filters.event)
     sides = [load_stacks(replace(options, input=path, filters=replace(options.filters, event=event)),
-                         warn, locations, what) for path in (base, new)]
+                         _labelled(warn, label), locations, what) for label, path in (("BASE", base), ("NEW", new))]
     return StackPair(base=sides[0], new=sides[1], event=event)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from tests.support.capture_factory import cpu_clock_attr
 from tests.support.diff_captures import BASE_STACKS, write_kernel_capture, write_pair
-from tests.support.report_capture import comm, kallsyms_text, write_capture
+from tests.support.paths import CAPTURES
+from tests.support.report_capture import comm, kallsyms_text, kernel_sample, write_capture
 
 from profiler.cli import main
 
@@ -107,3 +108,21 @@ def test_options_that_need_or_exclude_diff(tmp_path: Path, capsys: pytest.Captur
     for argv, said in cases:
         code, out, err = run(capsys, *argv)
         assert code == 2 and one_sentence(err) and said in err, err
+
+
+def test_warnings_name_their_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base, _ = write_pair(tmp_path)
+    flat = write_capture(tmp_path / "flat.prof", [comm(100, 100, "app", 1), kernel_sample(("k_leaf_a",), 5)],
+                         kallsyms=kallsyms_text(), callchain=False)
+    code, out, err = run(capsys, "export", "-f", "folded", "--diff", str(base), str(flat))
+    assert code == 0, err
+    assert "warning: NEW: the capture has no call chains" in err and "BASE:" not in err
+    assert "app;k_leaf_a_[k] 0 1" in out.splitlines()
+
+
+def test_a_perf_data_file_compares_with_our_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "export", "-f", "folded", "--diff", str(CAPTURES / "perf-6.1-g.data"),
+                         str(CAPTURES / "small.prof"))
+    assert code == 0, err
+    rows = [line.rsplit(" ", 2) for line in out.splitlines()]
+    assert sum(int(b) for _, b, _ in rows) == 88 and sum(int(n) for _, _, n in rows) == 13
