@@ -15,7 +15,7 @@ from profiler.errors import ReportError
 from profiler.report.capture import Capture, select_event
 from profiler.report.model import StackSet
 from profiler.report.options import LoadOptions
-from profiler.report.pipeline import Warn, load_stacks
+from profiler.report.pipeline import NoSamples, Warn, load_stacks
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,15 @@ def _labelled(warn: Warn, label: str) -> Warn:
 def load_stack_pair(options: LoadOptions, base: str, new: str, warn: Warn, locations: bool = False,
                     what: str = "compare") -> StackPair:
     """BASE's and NEW's stacks on their common event, each loaded with ``options``
-    (its ``input`` replaced by the side's path); warnings start with the side's name."""
+    (its ``input`` replaced by the side's path); warnings and "no samples" start with the
+    side's name."""
     event = common_event(base, _event_names(base, options.callchains), new, _event_names(new, options.callchains),
                          options.filters.event)
-    sides = [load_stacks(replace(options, input=path, filters=replace(options.filters, event=event)),
-                         _labelled(warn, label), locations, what) for label, path in (("BASE", base), ("NEW", new))]
+    sides = []
+    for label, path in (("BASE", base), ("NEW", new)):
+        try:
+            sides.append(load_stacks(replace(options, input=path, filters=replace(options.filters, event=event)),
+                                     _labelled(warn, label), locations, what))
+        except NoSamples as exc:
+            raise NoSamples(f"{label}: {exc}") from None  # which side is empty
     return StackPair(base=sides[0], new=sides[1], event=event)

@@ -91,7 +91,7 @@ def test_captures_without_a_common_event_say_so(tmp_path: Path, capsys: pytest.C
 def test_an_empty_side_or_a_missing_capture_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base, new = write_pair(tmp_path)
     empty = write_capture(tmp_path / "empty.prof", [comm(100, 100, "app", 1)], kallsyms=kallsyms_text())
-    for a, b, said in ((base, empty, f"{empty} has no samples"), (empty, new, f"{empty} has no samples"),
+    for a, b, said in ((base, empty, f"NEW: {empty} has no samples"), (empty, new, f"BASE: {empty} has no samples"),
                        (base, tmp_path / "nope.prof", "nope.prof: no such file")):
         for argv in (("flamegraph", "--diff", str(a), str(b), "-o", str(tmp_path / "x.html")),
                      ("export", "-f", "folded", "--diff", str(a), str(b))):
@@ -126,3 +126,11 @@ def test_a_perf_data_file_compares_with_our_capture(tmp_path: Path, capsys: pyte
     assert code == 0, err
     rows = [line.rsplit(" ", 2) for line in out.splitlines()]
     assert sum(int(b) for _, b, _ in rows) == 88 and sum(int(n) for _, _, n in rows) == 13
+
+
+def test_filters_leaving_one_side_empty_name_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = write_kernel_capture(tmp_path / "base.prof", BASE_STACKS, name="old")
+    new = write_kernel_capture(tmp_path / "new.prof", BASE_STACKS, name="app")
+    code, out, err = run(capsys, "export", "-f", "folded", "--diff", str(base), str(new), "--comm", "app")
+    assert code == 1 and out == "" and one_sentence(err), err
+    assert "BASE: no samples match the filters" in err
