@@ -175,3 +175,8 @@ def _event_of(path: str, cap: Any, wanted: str) -> str:
     except ReportError:
         raise ReportError(f"{path} has no event {wanted!r} (it has {', '.join(cap.names)}): "
                           f"nothing to compare.") from None
+
+
+for _param in command.params:  # the captures are arguments: the shared -i has no use here
+    if isinstance(_param, click.Option) and _param.name == "input_":
+        _param.hidden = True
