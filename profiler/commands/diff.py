@@ -13,6 +13,7 @@ from profiler.commands._common import warn
 from profiler.commands._profile_opts import load_options, profile_options
 from profiler.errors import ProfilerError, ReportError, UsageError
 from profiler.format.container.layout import DEFAULT_CAPTURE
+from profiler.tables import TABLE_FORMATS
 
 
 class GateFailed(ProfilerError):
@@ -45,8 +46,9 @@ class GateFailed(ProfilerError):
                    "larger side's standard deviation over its repeats.")
 @click.option("--noise-k", type=float, default=3.0, show_default=True, metavar="K",
               help="How many standard deviations of the repeats a change must exceed to fail.")
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
-              help="perf diff's text, or a Markdown table (for a pull-request comment).")
+@click.option("--format", "fmt", type=click.Choice(["text", *TABLE_FORMATS]), default="text", show_default=True,
+              help="perf diff's text, or a table through tabulate: markdown (for a pull-request comment), "
+                   "github, simple.")
 def command(captures: tuple[str, ...], compute: str, show_period: bool, show_formula: bool, sort: str,
             order: int, percentage: str, repeats: int, fail_on: str | None, noise_k: float, fmt: str,
             **kwargs: Any) -> None:
@@ -68,8 +70,8 @@ def command(captures: tuple[str, ...], compute: str, show_period: bool, show_for
     load = load_options(kwargs)
     sides, event = _load_sides(groups, load, keys, percentage)
     data = build_diff(event, keys, sides, comp, order, show_period, show_formula)
-    if fmt == "markdown":
-        difftable.write_markdown(data, sys.stdout)
+    if fmt in TABLE_FORMATS:
+        difftable.write_markdown(data, sys.stdout, fmt)
     else:
         difftable.write(data, sys.stdout)
     sys.stdout.flush()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TextIO
 
+from profiler.tables import md_escape, table_text
 from profiler.report.diff import DiffData, DiffRow
 
 KEY_TITLES = {"comm": "Command", "pid": "Pid", "tid": "Tid", "cpu": "CPU", "dso": "Shared Object",
@@ -135,20 +136,13 @@ def markdown_cells(data: DiffData) -> tuple[list[str], list[list[str]]]:
     return [c.title for c in cols], [[c.cell(r).strip() for c in cols] for r in data.rows]
 
 
-def write_markdown(data: DiffData, out: TextIO) -> None:
-    """A GitHub-flavoured Markdown table (for a pull-request comment), headed by the event."""
-    from tabulate import tabulate
-
+def write_markdown(data: DiffData, out: TextIO, fmt: str = "github") -> None:
+    """The diff as a table through tabulate (``fmt``: markdown, github — GitHub-flavoured, for
+    a pull-request comment —, simple), headed by the event and the captures."""
     titles, rows = markdown_cells(data)
-    escaped = [[_md_escape(c) for c in row] for row in rows]
-    aligns = ["right" if c.right else "left" for c in value_columns(data) + key_columns(data)]
-    out.write(f"**{_md_escape(data.event)}**: {_md_escape(data.base.label)} (baseline) vs "
-              f"{', '.join(_md_escape(s.label) for s in data.sides[1:])}\n\n")
-    out.write(tabulate(escaped, headers=titles, tablefmt="github", colalign=aligns, disable_numparse=True) + "\n")
-
-
-def _md_escape(text: str) -> str:
-    """Characters that would end a cell or start Markdown emphasis, escaped."""
-    for ch in ("\\", "|", "*", "_", "`", "[", "]", "<", ">"):
-        text = text.replace(ch, "\\" + ch)
-    return text
+    right = [c.right for c in value_columns(data) + key_columns(data)]
+    esc = md_escape if fmt != "simple" else str
+    head = (f"{esc(data.event)}: {esc(data.base.label)} (baseline) vs "
+            f"{', '.join(esc(s.label) for s in data.sides[1:])}")
+    out.write(f"**{head}**\n\n" if fmt != "simple" else f"{head}\n\n")
+    out.write(table_text(titles, rows, fmt, right))

@@ -5,10 +5,9 @@ cells."""
 from __future__ import annotations
 
 import io
-from html.parser import HTMLParser
 
-from markdown_it import MarkdownIt
 
+from tests.support.markdown import markdown_cells
 from profiler.report.aggregate import ReportRow, ReportRows
 from profiler.report.diff import Compute, DiffData, build_diff, side_of
 from profiler.report.render import difftable
@@ -66,35 +65,11 @@ def test_several_new_files_list_the_data_files_and_number_the_columns() -> None:
     assert "(700 * 100 / 1000) - (500 * 100 / 1000)" in row
 
 
-class Cells(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: object) -> None:
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell))
-            self._cell = None
-
-    def handle_data(self, d: str) -> None:
-        if self._cell is not None:
-            self._cell.append(d)
-
-
 def test_markdown_parses_back_into_the_same_cells() -> None:
     for compute in ("delta", "ratio", "wdiff:1,1"):
         d = data(compute, show_period=True)
         out = io.StringIO()
         difftable.write_markdown(d, out)
-        parser = Cells()
-        parser.feed(MarkdownIt("commonmark").enable("table").render(out.getvalue()))
         titles, rows = difftable.markdown_cells(d)
-        assert parser.rows == [titles, *rows]
+        assert markdown_cells(out.getvalue()) == [titles, *rows]
         assert any(c == "[k] k_f|*_x" for row in rows for c in row)  # escaped, and read back whole
