@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stat": ("stat", "Run a command (or attach) and count events, like perf stat."),
     "report": ("report", "Print a flat or call-graph profile of a capture."),
     "script": ("script", "Print every sample in perf script's text layout."),
+    "diff": ("diff", "Compare captures as perf diff does (two builds too); --fail-on for CI."),
     "flamegraph": ("flamegraph", "Write a self-contained interactive HTML flame graph."),
     "export": ("export", "Export a capture to folded stacks or speedscope JSON."),
     "annotate": ("annotate", "Disassemble a function with the share of samples per instruction and line."),

@@ -16,14 +16,18 @@ from profiler.report.render import utf8
 from profiler.report.unwind_capture import table_sources, unwind_capture
 from profiler.symbols.debuginfod import DebuginfodClient
 from profiler.symbols.sources import KIND_ELF, SymbolSources
+from profiler.tables import TABLE_FORMATS, table_text
 
 
 @click.command("buildids")
 @input_option
 @symbol_options
 @click.option("--hit", "only_hit", is_flag=True, help="Only DSOs that a sample hit.")
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-def command(input_path: str, only_hit: bool, as_json: bool, **kwargs: Any) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table (--format json).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", *TABLE_FORMATS]), default="table",
+              show_default=True, help="table: perf buildid-list's layout with samples and source; json; "
+                                      "markdown, github, simple: through tabulate.")
+def command(input_path: str, only_hit: bool, as_json: bool, fmt: str, **kwargs: Any) -> None:
     """Every DSO of the capture with its build-id, the samples that hit it (ip or
     callchain), and where its symbols will come from on this machine: packed, symfs,
     debug-dir, debuginfod, local (build-id matches), mismatch or missing. Like a report,
@@ -46,8 +50,12 @@ def command(input_path: str, only_hit: bool, as_json: bool, **kwargs: Any) -> No
         if only_hit:
             rows = [r for r in rows if r.samples]
         out = sys.stdout
-        if as_json:
+        if as_json or fmt == "json":
             out.write(utf8.json_text(json.dumps(rows_to_json(rows), indent=1)) + "\n")
+        elif fmt in TABLE_FORMATS:
+            out.write(table_text(["build-id", "samples", "source", "dso"],
+                                 [[r.build_id or "-", str(r.samples), r.source, r.path] for r in rows], fmt,
+                                 [False, True, False, False]))
         else:
             render_build_ids(rows, out)
         for message in [*reader.warnings, *data.warnings, *sources.warnings]:

@@ -7,6 +7,8 @@ from typing import TextIO
 
 import click
 
+from profiler.tables import TABLE_FORMATS
+
 from profiler.commands._targets import cpu_list_option as _cpus
 from profiler.commands._targets import id_list_option as _int_list
 from profiler.errors import ProfilerError
@@ -28,6 +30,7 @@ def options_from_cli(
     field_separator: str | None,
     as_json: bool,
     no_inherit: bool,
+    table_format: str | None = None,
 ) -> StatOptions:
     cpus = _cpus(cpu)
     pids, tids = _int_list(pid, "-p"), _int_list(tid, "-t")
@@ -46,6 +49,7 @@ def options_from_cli(
         per_cpu=per_cpu,
         csv_sep=field_separator,
         json=as_json,
+        table_format=table_format,
         inherit=not no_inherit,
         pid_text=pid or "",
         tid_text=tid or "",
@@ -69,6 +73,9 @@ def options_from_cli(
 @click.option("-A", "--no-aggr", "--per-cpu", "per_cpu", is_flag=True, help="One line per CPU, no sums.")
 @click.option("-x", "--field-separator", metavar="SEP", help="CSV output with this separator (perf's fields).")
 @click.option("-j", "--json", "as_json", is_flag=True, help="JSON output, one object per line (perf's keys).")
+@click.option("--format", "table_format", type=click.Choice(TABLE_FORMATS), default=None,
+              help="The final counts as a table through tabulate (markdown for a pull request, github, "
+                   "simple) instead of perf's layout.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Write the counts to FILE instead of stderr.")
 @click.option("-i", "--no-inherit", is_flag=True, help="Do not count children and new threads.")

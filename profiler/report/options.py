@@ -15,7 +15,7 @@ from profiler.format.container.layout import DEFAULT_CAPTURE
 SORT_KEYS: tuple[str, ...] = ("pid", "tid", "comm", "dso", "sym", "cpu", "srcline")
 DEFAULT_SORT: tuple[str, ...] = ("comm", "dso", "sym")
 CALLGRAPH_MODES: tuple[str, ...] = ("caller", "callee", "none")
-FORMATS: tuple[str, ...] = ("table", "json", "csv", "folded")
+FORMATS: tuple[str, ...] = ("table", "json", "csv", "folded", "markdown", "github", "simple")
 PERCENTAGES: tuple[str, ...] = ("absolute", "relative")
 
 

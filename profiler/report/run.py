@@ -46,7 +46,8 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
     from profiler.report.callgraph import default_order
     from profiler.report.pipeline import end_progress, load_profile, require_samples
     from profiler.report.callgraph import PerfReport, build_call_graph
-    from profiler.report.render import csvout, jsonout, table
+    from profiler.report.render import csvout, jsonout, table, tabulated
+    from profiler.tables import TABLE_FORMATS
 
     profile = load_profile(opts.load, opened, event, keep_cpu="cpu" in opts.sort, progress=progress)
     end_progress(progress)
@@ -68,8 +69,11 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
     flat = aggregate(profile, opts.sort, children, opts.percent_limit, keep_stacks=graph,
                      percentage=opts.percentage)
 
-    with_graph = graph and opts.format != "csv"
+    with_graph = graph and opts.format in ("table", "json")
     report = PerfReport(flat, build_call_graph(profile, flat, order, opts.callchain_threshold) if with_graph else None)
+    if opts.format in TABLE_FORMATS:
+        tabulated.write(report, out, opts.format)  # the rows; call graphs are the table's and JSON's
+        return
     {"json": jsonout.write, "csv": csvout.write}.get(opts.format, table.write)(report, out)
 
 

@@ -24,6 +24,7 @@ class StatOptions:
     per_cpu: bool = False  # -A / --per-cpu / --no-aggr
     csv_sep: str | None = None  # -x
     json: bool = False
+    table_format: str | None = None  # --format markdown|github|simple (the summary, through tabulate)
     inherit: bool = True  # --no-inherit clears it
     pid_text: str = ""  # -p / -t as given, for the header
     tid_text: str = ""
@@ -50,6 +51,10 @@ class StatOptions:
             raise UsageError(f"-I takes at least {MIN_INTERVAL_MS} milliseconds.")
         if self.csv_sep is not None and self.json:
             raise UsageError("-x (CSV) and --json cannot be combined.")
+        if self.table_format is not None and (self.csv_sep is not None or self.json):
+            raise UsageError("--format makes a table of the counts: it cannot be combined with -x or --json.")
+        if self.table_format is not None and self.interval_ms is not None:
+            raise UsageError("--format makes a table of the final counts: it cannot be combined with -I.")
         if self.csv_sep == "":
             raise UsageError("-x needs a separator, such as ',' or ';'.")
         self._validate_aggregation()

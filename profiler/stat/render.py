@@ -26,10 +26,11 @@ class Renderer:
     """Formats rows in one of the three layouts; ``mode`` is the aggregation (prefix column)."""
 
     def __init__(self, stream: TextIO, *, csv_sep: str | None = None, as_json: bool = False,
-                 mode: str = GLOBAL, runs: int = 1) -> None:
+                 mode: str = GLOBAL, runs: int = 1, table_format: str | None = None) -> None:
         self.stream = stream
         self.csv_sep = csv_sep
         self.as_json = as_json
+        self.table_format = table_format
         self.mode = mode
         self.runs = runs
         self._intervals = 0
@@ -42,6 +43,10 @@ class Renderer:
 
     def summary(self, report: StatReport) -> None:
         out = self.stream
+        if self.table_format is not None:
+            out.write(table_summary(report, self.table_format))
+            out.flush()
+            return
         if self.std:
             runs = f" ({report.runs} runs)" if report.runs > 1 else ""
             out.write(f"\n Performance counter stats for {report.title}{runs}:\n\n")
@@ -202,3 +207,29 @@ def json_row(row: Row, runs: int, elapsed_ns: int | None = None) -> str:
     parts += [f'"metric-value" : {metric.value if metric else 0.0:f}',
               f'"metric-unit" : {json.dumps(metric.unit if metric else "")}']
     return "{" + ", ".join(parts) + "}"
+
+
+def table_summary(report: StatReport, fmt: str) -> str:
+    """The final counts as a table through tabulate (``stat --format``): one row per counter
+    with its count (or why there is none), unit, event, derived metric, the runs' noise and the
+    share of the time it was counted; the title and elapsed time head it."""
+    from profiler.tables import table_text
+
+    runs = f" ({report.runs} runs)" if report.runs > 1 else ""
+    head = f"Performance counter stats for {report.title}{runs}: {report.wall_ns.mean / 1e9:.9f} seconds time elapsed"
+    titles = ["where", "counts", "unit", "event", "metric", "noise", "counted"]
+    rows = []
+    for row in report.rows:
+        metric = row.metric
+        rows.append([
+            _std_slot(row.slot).strip(),
+            (_count_fmt(row) % row.value) if row.status == COUNTED else row.status,
+            row.unit, row.event,
+            f"{metric.fmt % metric.value} {metric.unit}" if metric.fmt is not None and metric.unit else "",
+            f"+-{row.noise_pct:.2f}%" if report.runs > 1 and row.noise_pct else "",
+            f"{row.running_pct:.2f}%",
+        ])
+    keep = [i for i in range(len(titles)) if i != 0 or any(r[0] for r in rows)]
+    text = table_text([titles[i] for i in keep], [[r[i] for i in keep] for r in rows], fmt,
+                      [[False, True, False, False, False, True, True][i] for i in keep])
+    return (f"**{head}**\n\n" if fmt != "simple" else f"{head}\n\n") + text

@@ -137,7 +137,8 @@ class StatRunner:
         self.groups, self.optional = resolve_groups(opts)
         self.events: list[EventSpec] = [spec for g in self.groups for spec in g.members]
         self.mode = aggregation_mode(opts)
-        self.renderer = Renderer(out, csv_sep=opts.csv_sep, as_json=opts.json, mode=self.mode, runs=opts.repeat)
+        self.renderer = Renderer(out, csv_sep=opts.csv_sep, as_json=opts.json, mode=self.mode, runs=opts.repeat,
+                                 table_format=opts.table_format)
         self.threads: list[Thread] = []
         self.slots: list[Slot | None] = []  # per target of the current measurement
         self.unsupported: set[int] = set()  # event indexes shown as <not supported>

@@ -245,3 +245,19 @@ def test_group_too_large_to_schedule_is_one_sentence(profiler_cmd: list[str]) ->
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert "cannot be scheduled as a unit: with 1100 members" in line and line.endswith("split it.")
+
+
+def test_a_markdown_table_holds_the_csv_counts(profiler_cmd: list[str], statload: str) -> None:
+    """``--format markdown``: the same counters and counts as ``-x,``, parsed back by a Markdown
+    parser (the counts of one run, so both come from the same run's events: page faults of a
+    workload that touches a known number of pages)."""
+    from tests.support.markdown import markdown_cells
+
+    workload = [statload, "pages", "3000"]
+    csv = csv_counts(run_stat(profiler_cmd, "-x,", "-e", "page-faults,task-clock", "--", *workload).stderr)
+    cells = markdown_cells(run_stat(profiler_cmd, "--format", "markdown", "-e", "page-faults,task-clock", "--",
+                                    *workload).stderr)
+    assert cells[0][:3] == ["counts", "unit", "event"]
+    table = {row[2]: float(row[0]) for row in cells[1:]}
+    assert set(table) == set(csv) == {"page-faults", "task-clock"}
+    assert agree(table["page-faults"], csv["page-faults"], 0.05, 30)  # two runs of the same workload

@@ -18,7 +18,7 @@ Each mutated file is run through one reading command of the CLI, every output of
 (``COMMANDS``: ``report`` as a table, ``--format json``/``csv``, ``-g caller``, ``--sort srcline``,
 ``--stats``; ``script`` plain, ``--json``, ``-F``; ``annotate``; ``flamegraph``; ``export -f``
 folded, speedscope, pprof, firefox; ``buildids`` plain and ``--json``; ``info``; ``dump``;
-``import``; ``archive``) in a forked child of a warmed-up parent (imports done once), with an
+``import``; ``archive``; ``diff``) in a forked child of a warmed-up parent (imports done once), with an
 address-space limit (RLIMIT_AS) and a timeout (SIGALRM then SIGKILL). A run fails on a Python
 traceback, a crash, a hang or running out of memory; a clean refusal (one ``profiler:``
 sentence, non-zero exit) is a pass. The peak RSS of every child is recorded (``wait4``'s
@@ -555,6 +555,7 @@ COMMANDS = [
     ["dump"], ["report", "--format", "json"], ["report", "--stats"], ["export", "-f", "pprof"],
     ["export", "-f", "firefox"], ["import"], ["archive"],
     ["report", "--format", "csv"], ["report", "--sort", "srcline", "-g", "none"], ["script", "--json"],
+    ["diff"],
     ["script", "-F", "comm,pid,tid,cpu,time,period,event,ip,sym,symoff,dso"], ["annotate"], ["buildids", "--json"],
 ]
 # functions of the seeds (and one that none has) for annotate
@@ -577,6 +578,8 @@ def command_for(rng: random.Random, path: Path, out_dir: Path) -> list[str]:
     cmd = list(rng.choice(COMMANDS))
     if cmd[0] == "import":  # a perf.data file (a capture is one sentence)
         return ["import", "-o", str(out_dir / "out"), str(path)]
+    if cmd[0] == "diff":  # the mutated capture against itself
+        return ["diff", "-p", str(path), str(path)]
     if cmd[0] == "annotate":
         cmd.append(rng.choice(ANNOTATE))
     if cmd[0] == "archive":  # a copy, so the input is never changed in place

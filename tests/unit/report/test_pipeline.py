@@ -1,0 +1,74 @@
+"""The report pipeline (profiler/report/pipeline.py): one path from a capture to a Profile.
+
+Its two ways of reading an event's rows give the same profile, every command ends "nothing to
+show" with the same sentence, and the frame model it hands exporters describes the same
+samples as the rows."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from profiler.report.capture import Capture
+from profiler.report.options import Filters, LoadOptions
+from profiler.report.pipeline import NoSamples, load_profile, load_stacks
+from profiler.report.profile import Profile, stack_profile
+from tests.support.paths import CAPTURES
+
+CAPTURE = CAPTURES / "offline-shares.prof"
+
+
+def stacks_of(profile: Profile) -> Counter[tuple[str, ...]]:
+    """Samples per (comm, stack of function names, root first)."""
+    out: Counter[tuple[str, ...]] = Counter()
+    for k, comm, n in zip(profile.stack.tolist(), profile.comm.tolist(), profile.sample_weights().tolist()):
+        names = [profile.frame(f).label() for f in reversed(profile.stack_frame_ids(k).tolist())]
+        out[(profile.comm_names[comm], *names)] += n
+    return out
+
+
+def test_tallied_and_whole_rows_give_the_same_profile() -> None:
+    options = LoadOptions(input=str(CAPTURE))
+    capture = Capture(str(CAPTURE))
+    tallied = load_profile(options, capture)
+    whole = load_profile(options, capture, whole=True)
+    assert tallied.weight is not None and whole.weight is None  # the two ways were taken
+    assert len(tallied.samples) < len(whole.samples)
+    assert stacks_of(tallied) == stacks_of(whole)
+    assert (tallied.total_samples, tallied.total_period) == (whole.total_samples, whole.total_period)
+    assert (tallied.recorded_samples, tallied.base_samples) == (whole.recorded_samples, whole.base_samples)
+
+
+def test_the_frame_model_holds_the_same_samples() -> None:
+    profile = load_profile(LoadOptions(input=str(CAPTURE)), whole=True)
+    stacks = stack_profile(profile, locations=True, timeline=True)
+    assert sum(s.samples for s in stacks.stacks) == profile.total_samples == stacks.meta.total_samples
+    assert stacks.timeline is not None and len(stacks.timeline) == profile.total_samples
+    per_stack = Counter(stacks.timeline.stack.tolist())
+    assert all(per_stack[i] == s.samples for i, s in enumerate(stacks.stacks))
+    assert all(tuple(f for loc in s.locations for f in loc.frames()) == s.frames for s in stacks.stacks)
+
+
+def test_nothing_to_show_is_one_error() -> None:
+    options = LoadOptions(input=str(CAPTURE), filters=Filters(pids=(999_999,)))
+    with pytest.raises(NoSamples, match=r"no samples match the filters \(--pid 999999\); the capture has \d+"):
+        load_stacks(options, lambda _message: None)
+
+
+@pytest.mark.slow  # make check leaves it out; make test runs it
+@pytest.mark.parametrize(("command", "what"), [
+    (["report"], "report"), (["script"], "print"), (["flamegraph", "-o", "{out}"], "draw"),
+    (["export", "-f", "folded"], "draw"), (["export", "-f", "pprof", "-o", "{out}"], "export"),
+    (["export", "-f", "firefox", "-o", "{out}"], "export"), (["annotate", "main"], "annotate"),
+])
+def test_every_command_says_it_the_same_way(command: list[str], what: str, tmp_path: object) -> None:
+    argv = [a.format(out=f"{tmp_path}/out") for a in command]
+    done = subprocess.run([sys.executable, "-m", "profiler", *argv, "-i", str(CAPTURE), "--pid", "999999"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("profiler: no samples match the filters (--pid 999999); the capture has ")
+    assert last.endswith(f": nothing to {what}."), last
