@@ -2,9 +2,10 @@
 
 Each side walks the one report pipeline (:func:`profiler.report.pipeline.load_stacks`) with
 the command's options, on the same event: ``--event``'s when given (both captures must have
-it), else NEW's first event that BASE has too. What cannot be compared is one sentence
-(a :class:`~profiler.errors.ReportError`): a capture that cannot be opened, no event in
-common, a side with no samples.
+it), else BASE's first event that NEW has too (modifiers such as ``:ppp`` aside), as
+``profiler diff`` chooses. What cannot be compared is one sentence (a
+:class:`~profiler.errors.ReportError`): a capture that cannot be opened, captures of
+different architectures, no event in common, a side with no samples.
 """
 
 from __future__ import annotations
@@ -27,12 +28,20 @@ class StackPair:
     event: str
 
 
-def _event_names(path: str, callchains: bool) -> list[str]:
+def _opened(path: str, callchains: bool) -> tuple[list[str], str]:
+    """The capture's event names and architecture."""
     capture = Capture(path, callchains)
     try:
-        return capture.names
+        return capture.names, capture.arch
     finally:
         capture.close()
+
+
+def check_arch(base_path: str, base_arch: str, new_path: str, new_arch: str) -> None:
+    """A ReportError when both captures name their architecture and the two differ."""
+    if base_arch and new_arch and base_arch != new_arch:
+        raise ReportError(f"{base_path} was recorded on {base_arch} and {new_path} on {new_arch}: "
+                          f"profiles of different architectures do not compare.")
 
 
 def _plain(name: str) -> str:
@@ -49,9 +58,9 @@ def common_event(base_path: str, base: list[str], new_path: str, new: list[str],
                 raise ReportError(f"{path} has no event {wanted!r} (it has {', '.join(names) or 'none'}): "
                                   f"both captures need it to compare.") from None
         return wanted
-    in_base = {_plain(name) for name in base}
-    for name in new:
-        if _plain(name) in in_base:
+    in_new = {_plain(name) for name in new}
+    for name in base:
+        if _plain(name) in in_new:
             return _plain(name)
     raise ReportError(f"no event in common to compare: {base_path} has {', '.join(base) or 'none'}, "
                       f"{new_path} has {', '.join(new) or 'none'}.")
@@ -67,8 +76,9 @@ def load_stack_pair(options: LoadOptions, base: str, new: str, warn: Warn, locat
     """BASE's and NEW's stacks on their common event, each loaded with ``options``
     (its ``input`` replaced by the side's path); warnings and "no samples" start with the
     side's name."""
-    event = common_event(base, _event_names(base, options.callchains), new, _event_names(new, options.callchains),
-                         options.filters.event)
+    (base_names, base_arch), (new_names, new_arch) = _opened(base, options.callchains), _opened(new, options.callchains)
+    check_arch(base, base_arch, new, new_arch)
+    event = common_event(base, base_names, new, new_names, options.filters.event)
     sides = []
     for label, path in (("BASE", base), ("NEW", new)):
         try:

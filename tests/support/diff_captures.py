@@ -27,16 +27,17 @@ NEW_STACKS: dict[tuple[str, ...], int] = {
 
 
 def write_kernel_capture(path: Path, stacks: Mapping[tuple[str, ...], int], name: str = "app",
-                         events: list[dict[str, Any]] | None = None) -> Path:
+                         events: list[dict[str, Any]] | None = None, **header: Any) -> Path:
     """A capture of one thread of command ``name`` whose samples are ``stacks`` (period 1000
-    each); ``events``: the header's event table (default: cpu-clock)."""
+    each); ``events``: the header's event table (default: cpu-clock); ``header``: header
+    fields to replace (``arch``...)."""
     records: list[R.Record] = [comm(100, 100, name, 1)]
     time = 10
     for frames, count in stacks.items():
         for _ in range(count):
             records.append(kernel_sample(frames, time))
             time += 10
-    return write_capture(path, records, kallsyms=kallsyms_text(), events=events)
+    return write_capture(path, records, kallsyms=kallsyms_text(), events=events, header=header)
 
 
 def write_pair(folder: Path) -> tuple[Path, Path]:

@@ -68,14 +68,16 @@ def user_sample(ips: Sequence[int], time: int, pid: int = 100, tid: int | None =
 
 def write_capture(path: Path, records: Iterable[R.Record], *, kallsyms: str | None = None,
                   meta: dict[str, dict[str, Any]] | None = None, callchain: bool = True,
-                  events: list[dict[str, Any]] | None = None) -> Path:
-    """Write ``records`` as one synthesized frame plus metadata; a clean trailer."""
+                  events: list[dict[str, Any]] | None = None, header: dict[str, Any] | None = None) -> Path:
+    """Write ``records`` as one synthesized frame plus metadata; a clean trailer. ``header``:
+    fields that replace the test header's (``arch``...)."""
     st = cpu_clock_attr()["sample_type"]
     if not callchain:
         st &= ~R.PERF_SAMPLE_CALLCHAIN
-    header = make_test_header(events or [{"name": "cpu-clock", "attr": cpu_clock_attr(st), "ids": [7]}])
-    layout = R.SampleLayout.from_attr(header["events"][0]["attr"])
-    writer = CaptureWriter.create(path, header)
+    head = make_test_header(events or [{"name": "cpu-clock", "attr": cpu_clock_attr(st), "ids": [7]}],
+                            **(header or {}))
+    layout = R.SampleLayout.from_attr(head["events"][0]["attr"])
+    writer = CaptureWriter.create(path, head)
     recs = list(records)
     if not callchain:
         for r in recs:

@@ -134,3 +134,12 @@ def test_filters_leaving_one_side_empty_name_it(tmp_path: Path, capsys: pytest.C
     code, out, err = run(capsys, "export", "-f", "folded", "--diff", str(base), str(new), "--comm", "app")
     assert code == 1 and out == "" and one_sentence(err), err
     assert "BASE: no samples match the filters" in err
+
+
+def test_captures_of_different_architectures_say_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = write_kernel_capture(tmp_path / "base.prof", BASE_STACKS)
+    arm = write_kernel_capture(tmp_path / "arm.prof", BASE_STACKS, arch="aarch64")
+    code, out, err = run(capsys, "flamegraph", "--diff", str(base), str(arm), "-o", str(tmp_path / "x.html"))
+    assert code == 1 and out == "" and one_sentence(err), err
+    assert f"{base} was recorded on x86_64 and {arm} on aarch64" in err
+
