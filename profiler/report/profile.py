@@ -103,6 +103,7 @@ class Profile:
     # samples), None when every row is one sample
     weight: I64 | None = None
     _function_lines: dict[tuple[str, int], int | None] = field(default_factory=dict, repr=False)
+    _groups: tuple[tuple[int, int, int], I64, npt.NDArray[np.bool_]] | None = field(default=None, repr=False)
 
     @property
     def total_samples(self) -> int:
@@ -171,10 +172,14 @@ class Profile:
     def _thread_stacks(self) -> tuple[I64, npt.NDArray[np.bool_]]:
         """The rows ordered by (stack, thread), time order kept within each, and where each
         distinct (stack, thread) pair starts: the groups :meth:`stack_samples` lists."""
+        key = (id(self.samples), id(self.stack), len(self.stack))
+        if self._groups is not None and self._groups[0] == key:
+            return self._groups[1], self._groups[2]  # stack_samples and timeline ask for the same
         order = np.lexsort((self.samples.tid, self.stack))  # stable
         st, tid = self.stack[order], self.samples.tid[order]
         first = np.ones(len(order), dtype=bool)
         first[1:] = (st[1:] != st[:-1]) | (tid[1:] != tid[:-1])
+        self._groups = (key, order, first)
         return order, first
 
     def timeline(self) -> Timeline | None:
