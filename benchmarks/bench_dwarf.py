@@ -70,7 +70,7 @@ def unwind_only(capture: Path, cache: Path) -> tuple[int, float]:
     sys.path.insert(0, str(ROOT))
     from profiler.report.capture import Capture
     from profiler.report.replay import replay
-    from profiler.report.unwind_capture import table_sources
+    from profiler.report.unwind_samples import table_sources
     from profiler.report.unwind_samples import unwind_event_samples
 
     opened = Capture(str(capture))

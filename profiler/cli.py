@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "script": ("script", "Print every sample in perf script's text layout."),
     "diff": ("diff", "Compare captures as perf diff does (two builds too); --fail-on for CI."),
     "flamegraph": ("flamegraph", "Write a self-contained interactive HTML flame graph."),
-    "export": ("export", "Export a capture to folded stacks or speedscope JSON."),
+    "export": ("export", "Export a capture: folded stacks, speedscope, pprof, Firefox Profiler."),
     "annotate": ("annotate", "Disassemble a function with the share of samples per instruction and line."),
     "archive": ("archive", "Pack the symbols a capture needs into it, for other machines."),
     "import": ("import_", "Convert a perf.data file (perf record) into a capture."),

@@ -13,7 +13,8 @@ from profiler.commands._profile_opts import parse_symbol_options, symbol_options
 from profiler.report.capture import Capture
 from profiler.report.offline.capture_dsos import build_id_rows, render_build_ids, rows_to_json, scan_capture
 from profiler.report.render import utf8
-from profiler.report.unwind_capture import table_sources, unwind_capture
+from profiler.report.unwind_capture import unwind_capture
+from profiler.report.unwind_samples import table_sources
 from profiler.symbols.debuginfod import DebuginfodClient
 from profiler.symbols.sources import KIND_ELF, SymbolSources
 from profiler.tables import TABLE_FORMATS, table_text

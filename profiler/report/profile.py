@@ -103,7 +103,8 @@ class Profile:
     # samples), None when every row is one sample
     weight: I64 | None = None
     _function_lines: dict[tuple[str, int], int | None] = field(default_factory=dict, repr=False)
-    _groups: tuple[tuple[int, int, int], I64, npt.NDArray[np.bool_]] | None = field(default=None, repr=False)
+    # the rows' (stack, thread) groups, with the arrays they were made from (see _thread_stacks)
+    _groups: tuple[I64, Any, I64, npt.NDArray[np.bool_]] | None = field(default=None, repr=False)
 
     @property
     def total_samples(self) -> int:
@@ -172,14 +173,14 @@ class Profile:
     def _thread_stacks(self) -> tuple[I64, npt.NDArray[np.bool_]]:
         """The rows ordered by (stack, thread), time order kept within each, and where each
         distinct (stack, thread) pair starts: the groups :meth:`stack_samples` lists."""
-        key = (id(self.samples), id(self.stack), len(self.stack))
-        if self._groups is not None and self._groups[0] == key:
-            return self._groups[1], self._groups[2]  # stack_samples and timeline ask for the same
+        cached = self._groups
+        if cached is not None and cached[0] is self.stack and cached[1] is self.samples.tid:
+            return cached[2], cached[3]  # stack_samples and timeline ask for the same rows' groups
         order = np.lexsort((self.samples.tid, self.stack))  # stable
         st, tid = self.stack[order], self.samples.tid[order]
         first = np.ones(len(order), dtype=bool)
         first[1:] = (st[1:] != st[:-1]) | (tid[1:] != tid[:-1])
-        self._groups = (key, order, first)
+        self._groups = (self.stack, self.samples.tid, order, first)
         return order, first
 
     def timeline(self) -> Timeline | None:

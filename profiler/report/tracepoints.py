@@ -18,7 +18,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,11 @@ from profiler.format.container.layout import FRAME_RAW, FRAME_SYNTH
 from profiler.format.container.reader import CaptureReader
 from profiler.format.events import EventTable
 from profiler.format.typed_header import CaptureHeader
+
+if TYPE_CHECKING:
+    from profiler.format.decode.columns import SampleColumns
+    from profiler.report.capture import Capture
+    from profiler.report.options import LoadOptions
 from profiler.format.tracepoint import TraceFormat, Value, formats_from_meta
 
 
@@ -158,11 +163,10 @@ def filter_mask(fmt: TraceFormat, flt: TraceFilter, payloads: npt.NDArray[Any],
                        dtype=bool, count=len(payloads))
 
 
-def event_payloads(capture: Any, index: int, s: Any,
-                   options: Any) -> tuple[TraceFormat | None, npt.NDArray[Any] | None]:
+def event_payloads(capture: Capture, index: int, s: SampleColumns,
+                   options: LoadOptions) -> tuple[TraceFormat | None, npt.NDArray[Any] | None]:
     """A tracepoint event's stored format and, when asked for (``options.payloads``) or a
-    ``--trace-filter`` needs them, the payloads of the rows ``s`` (``capture`` is a
-    :class:`profiler.report.capture.Capture`, ``options`` the LoadOptions)."""
+    ``--trace-filter`` needs them, the payloads of the rows ``s``."""
     name = capture.names[index]
     trace = options.filters.trace
     if not is_tracepoint(capture.info, index):

@@ -12,11 +12,9 @@ import numpy as np
 from profiler.arrays import ranges
 from profiler.format.decode.columns import CaptureData
 from profiler.format.container.reader import CaptureReader
-from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS
 from profiler.report.replay import replay
-from profiler.unwind.arch import columns_for
 from profiler.report.unwind_samples import chains_with_user_frames, unwind_event_samples
-from profiler.unwind.sources import META_KIND, TableSources
+from profiler.unwind.sources import TableSources
 from profiler.unwind.table import RuleTable
 from profiler.unwind.unwinder import UnwindResult
 from profiler.unwind.userdata import has_user_stacks
@@ -27,19 +25,6 @@ class CaptureUnwind:
     events: int = 0  # DWARF events unwound
     tables: dict[tuple[str, str | None], RuleTable] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-
-
-def table_sources(reader: CaptureReader, symfs: str | None = None,
-                  debug_dirs: tuple[str, ...] | None = None, use_packed: bool = True) -> TableSources | None:
-    """The rule-table finder for this capture's architecture (None: not one we unwind)."""
-    cols = columns_for(reader.info.arch)
-    if cols is None:
-        return None
-    vdso = [m.get("image") for m in reader.metadata("vdso")]
-    image = vdso[-1] if vdso and isinstance(vdso[-1], (bytes, bytearray)) else None
-    return TableSources(cols, packed=reader.metadata(META_KIND) if use_packed else (), symfs=symfs,
-                        debug_dirs=debug_dirs or DEFAULT_DEBUG_DIRS,
-                        vdso_image=None if image is None else bytes(image))
 
 
 def unwind_capture(reader: CaptureReader, data: CaptureData, sources: TableSources | None) -> CaptureUnwind:

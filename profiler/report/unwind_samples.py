@@ -24,7 +24,8 @@ from profiler.format.decode.columns import SampleColumns
 from profiler.format.container.reader import CaptureReader
 from profiler.report.maps import DsoTable, MapSnapshot
 from profiler.unwind.arch import RA, SP, ArchColumns, columns_for
-from profiler.unwind.sources import TableSources
+from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS
+from profiler.unwind.sources import META_KIND, TableSources
 from profiler.names import VDSO
 from profiler.unwind.table import RuleTable
 from profiler.unwind.unwinder import concat
@@ -410,15 +411,22 @@ def unwind_rows(reader: CaptureReader, layout: R.SampleLayout, s: SampleColumns,
                 cols: ArchColumns, symfs: str | None, debug_dirs: tuple[str, ...] | None) -> UnwindStats:
     """Unwind the user stack of every row of one ``--call-graph dwarf`` event and put the
     unwound frames into its callchain, in place (``rep`` is the capture's ReplayResult)."""
-    from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS
-    from profiler.unwind.sources import META_KIND as UNWIND_META
-
-    vdso = [m.get("image") for m in reader.metadata("vdso")]
-    image = vdso[-1] if vdso and isinstance(vdso[-1], (bytes, bytearray)) else None
-    sources = TableSources(cols, packed=reader.metadata(UNWIND_META), symfs=symfs,
-                           debug_dirs=debug_dirs or DEFAULT_DEBUG_DIRS,
-                           vdso_image=None if image is None else bytes(image))
+    sources = table_sources(reader, symfs, debug_dirs)
+    assert sources is not None  # the caller found columns for the capture's architecture
     result, stats = unwind_event_samples(reader, layout, s, gen, rep.snapshots, rep.dsos, sources, cols)
     s.chain_id, s.chains = chains_with_user_frames(s, result)
     s.has = s.has | {"callchain"}
     return stats
+
+
+def table_sources(reader: CaptureReader, symfs: str | None = None,
+                  debug_dirs: tuple[str, ...] | None = None, use_packed: bool = True) -> TableSources | None:
+    """The rule-table finder for this capture's architecture (None: not one we unwind)."""
+    cols = columns_for(reader.info.arch)
+    if cols is None:
+        return None
+    vdso = [m.get("image") for m in reader.metadata("vdso")]
+    image = vdso[-1] if vdso and isinstance(vdso[-1], (bytes, bytearray)) else None
+    return TableSources(cols, packed=reader.metadata(META_KIND) if use_packed else (), symfs=symfs,
+                        debug_dirs=debug_dirs or DEFAULT_DEBUG_DIRS,
+                        vdso_image=None if image is None else bytes(image))

@@ -43,7 +43,8 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.errors import FormatError, ProfilerError, UsageError
-from profiler.report.unwind_capture import table_sources, unwind_capture
+from profiler.report.unwind_capture import unwind_capture
+from profiler.report.unwind_samples import table_sources
 from profiler.unwind.sources import META_KIND as UNWIND_META
 from profiler.unwind.table import RuleTable
 from profiler.format.container.codec import as_utf8

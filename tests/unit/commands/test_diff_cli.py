@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.cli import run_main
 from tests.support.capture_factory import cpu_clock_attr, make_test_header
 from tests.support.report_capture import comm, kallsyms_text, kernel_sample, write_capture
 
-from profiler.cli import main
 from profiler.format import records as R
 from profiler.format.container.writer import CaptureWriter
 from profiler.format.encode import encode
@@ -22,14 +22,7 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROFILER_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+run = run_main
 
 
 def records(n_a: int, n_b: int) -> list[R.Record]:

@@ -9,12 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.support.cli import run_main
 from tests.support.capture_factory import cpu_clock_attr
 from tests.support.diff_captures import BASE_STACKS, write_kernel_capture, write_pair
 from tests.support.paths import CAPTURES
 from tests.support.report_capture import comm, kallsyms_text, kernel_sample, write_capture
 
-from profiler.cli import main
 
 
 @pytest.fixture(autouse=True)
@@ -22,14 +22,7 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROFILER_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+run = run_main
 
 
 def one_sentence(err: str) -> bool:

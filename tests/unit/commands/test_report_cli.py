@@ -11,9 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tests.support.cli import run_main
 from tests.support.report_capture import comm, kallsyms_text, kernel_sample, mmap2, user_sample, write_capture
 
-from profiler.cli import main
 from profiler.format import records as R
 
 
@@ -22,14 +22,7 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROFILER_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+run = run_main
 
 
 def capture(tmp_path: Path, n_a: int = 30, n_b: int = 10) -> Path:
