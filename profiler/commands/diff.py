@@ -35,6 +35,15 @@ class GateFailed(ProfilerError):
               help="Sort by the column of this new file (1 = the first after the baseline).")
 @click.option("--percentage", type=click.Choice(["absolute", "relative"]), default="absolute", show_default=True,
               help="With filters, shares of the whole capture (absolute) or of what the filters keep.")
+@click.option("-b", "--baseline-only", is_flag=True,
+              help="Only the baseline's rows that a new file has too; the Baseline column is then of "
+                   "their total (as perf diff -b).")
+@click.option("--shares", type=click.Choice(["own", "baseline"]), default="own", show_default=True,
+              help="What a new file's shares (and deltas) are of: its own total period (perf diff's), or "
+                   "the baseline's (period-normalised: a row whose period did not change shows 0 even "
+                   "when the total changed).")
+@click.option("-t", "--field-separator", "sep", metavar="SEP",
+              help="Join the text output's columns with SEP, as perf diff -t does.")
 @click.option("--repeats", type=int, default=1, show_default=True, metavar="N",
               help="Each side is N captures of the same run: BASE1..BASEN NEW1..NEWN. Their periods are "
                    "summed, and --fail-on uses their spread.")
@@ -50,13 +59,15 @@ class GateFailed(ProfilerError):
               help="perf diff's text, or a table through tabulate: markdown (for a pull-request comment), "
                    "github, simple.")
 def command(captures: tuple[str, ...], compute: str, show_period: bool, show_formula: bool, sort: str,
-            order: int, percentage: str, repeats: int, fail_on: str | None, noise_k: float, fmt: str,
-            **kwargs: Any) -> None:
+            order: int, percentage: str, baseline_only: bool, shares: str, sep: str | None, repeats: int,
+            fail_on: str | None, noise_k: float, fmt: str, **kwargs: Any) -> None:
     """Compare captures as perf diff does: BASE's share of each row (Baseline) and each NEW's
     change (Delta), rows matched by DSO and symbol name. With --repeats N, each side is N
     captures; --fail-on turns the comparison into an exit code for CI (the gate uses the
     repeats' spread, so noise does not fail a build: a row fails only when its change exceeds
-    the rule's threshold AND --noise-k times the larger side's standard deviation)."""
+    the rule's threshold AND --noise-k times the larger side's standard deviation).
+
+    Without --event, every event of BASE gets a section, as in perf diff; the gate checks each."""
     from profiler.report.diff import Compute, build_diff
     from profiler.report.diffgate import check, parse_rules
     from profiler.report.render import difftable
@@ -67,19 +78,24 @@ def command(captures: tuple[str, ...], compute: str, show_period: bool, show_for
     keys = _parse_sort(sort)
     rules = parse_rules(fail_on) if fail_on is not None else None
     groups = _groups(captures, repeats)
-    load = load_options(kwargs)
-    sides, event = _load_sides(groups, load, keys, percentage)
-    data = build_diff(event, keys, sides, comp, order, show_period, show_formula)
+    if sep is not None and (fmt != "text" or not sep):
+        raise UsageError("-t takes a non-empty separator, for the text output (--format text).")
+    sections = [build_diff(event, keys, sides, comp, order, show_period, show_formula,
+                           baseline_only=baseline_only, shares=shares)
+                for event, sides in _load_sections(groups, load_options(kwargs), keys, percentage)]
     if fmt in TABLE_FORMATS:
-        difftable.write_markdown(data, sys.stdout, fmt)
+        difftable.write_markdown_sections(sections, sys.stdout, fmt)
     else:
-        difftable.write(data, sys.stdout)
+        difftable.write_sections(sections, sys.stdout, sep)
     sys.stdout.flush()
     if rules is None:
         return
-    broken = check(data, rules, noise_k)
-    for b in broken:
-        click.echo(f"profiler: gate: {b.sentence()}", err=True)
+    broken = []
+    for data in sections:
+        for b in check(data, rules, noise_k):
+            broken.append(b)
+            where = f"{data.event}: " if len(sections) > 1 else ""
+            click.echo(f"profiler: gate: {where}{b.sentence()}", err=True)
     if broken:
         raise GateFailed(f"the gate failed: {len(broken)} breach{'es' if len(broken) > 1 else ''} of "
                          f"--fail-on '{fail_on}'.")
@@ -111,10 +127,12 @@ def _groups(captures: tuple[str, ...], repeats: int) -> list[tuple[str, ...]]:
     return groups
 
 
-def _load_sides(groups: list[tuple[str, ...]], load: Any, keys: tuple[str, ...],
-                percentage: str) -> tuple[list[Any], str]:
-    """Every capture through the report pipeline, one event (``--event``, else the first event
-    of BASE that every capture has), aggregated like ``perf report --no-children``."""
+def _load_sections(groups: list[tuple[str, ...]], load: Any, keys: tuple[str, ...],
+                   percentage: str) -> list[tuple[str, list[Any]]]:
+    """Every capture through the report pipeline, aggregated like ``perf report --no-children``:
+    one section per event compared (``--event``'s, else every event of BASE in its order, as
+    perf diff prints them). The first event of BASE that every capture has must have samples
+    in each; a capture without one of the others is an empty side of that section."""
     from profiler.report.aggregate import aggregate
     from profiler.report.diff import side_of
     from profiler.report.pipeline import Capture, load_profile, require_samples
@@ -122,27 +140,37 @@ def _load_sides(groups: list[tuple[str, ...]], load: Any, keys: tuple[str, ...],
     paths = [p for g in groups for p in g]
     opened = [Capture(p, callchains=False) for p in paths]
     _check_arch(paths, opened)
-    wanted = load.filters.event or _common_event(paths, opened)
+    wanted = [load.filters.event] if load.filters.event else [str(n) for n in opened[0].names]
+    first = 0 if load.filters.event else wanted.index(_common_event(paths, opened))
     opts = replace(load, callchains=False, inline=False, srclines="srcline" in keys)
-    flats = []
-    event = ""
+    flats: list[list[Any]] = [[] for _ in wanted]
+    names = ["" for _ in wanted]
     said: set[str] = set()
     for path, cap in zip(paths, opened):
-        name = _event_of(path, cap, wanted)
-        event = event or name
-        profile = load_profile(replace(opts, input=path), cap, name, keep_cpu="cpu" in keys)
-        for w in profile.warnings:
-            if w not in said:
-                said.add(w)
-                warn(f"{path}: {w}")
-        require_samples(path, profile.event, profile.recorded_samples, profile.total_samples, opts.filters, "compare")
-        flats.append(aggregate(profile, keys, children=False, percentage=percentage))
+        for n, event in enumerate(wanted):
+            name = _event_of(path, cap, event, required=n == first)
+            if name is None:
+                flats[n].append(None)
+                continue
+            names[n] = names[n] or name
+            profile = load_profile(replace(opts, input=path), cap, name, keep_cpu="cpu" in keys)
+            for w in profile.warnings:
+                if w not in said:
+                    said.add(w)
+                    warn(f"{path}: {w}")
+            if n == first:  # the first common event must have samples everywhere; the others show what they have
+                require_samples(path, profile.event, profile.recorded_samples, profile.total_samples, opts.filters,
+                                "compare")
+            flats[n].append(aggregate(profile, keys, children=False, percentage=percentage))
         cap.close()
-    sides, i = [], 0
-    for g in groups:
-        sides.append(side_of(g, flats[i:i + len(g)]))
-        i += len(g)
-    return sides, event
+    sections = []
+    for name, per_capture in zip(names, flats):
+        sides, i = [], 0
+        for g in groups:
+            sides.append(side_of(g, per_capture[i:i + len(g)]))
+            i += len(g)
+        sections.append((name, sides))
+    return sections
 
 
 def _check_arch(paths: list[str], opened: list[Any]) -> None:
@@ -169,12 +197,19 @@ def _common_event(paths: list[str], opened: list[Any]) -> str:
                       f"{', '.join(opened[other].names)}: no event in common to compare.")
 
 
-def _event_of(path: str, cap: Any, wanted: str) -> str:
+def _event_of(path: str, cap: Any, wanted: str, required: bool = True) -> str | None:
+    """The capture's name of event ``wanted`` (modifiers aside); None when it has none and the
+    event is not ``required``."""
     from profiler.report.capture import select_event
 
     try:
         return str(cap.names[select_event(cap.names, wanted)])
     except ReportError:
+        same = [n for n in cap.names if _base_name(n) == _base_name(wanted)]
+        if same:
+            return str(same[0])
+        if not required:
+            return None
         raise ReportError(f"{path} has no event {wanted!r} (it has {', '.join(cap.names)}): "
                           f"nothing to compare.") from None
 

@@ -12,24 +12,32 @@ The numbers, as perf diff defines them (``tools/perf/Documentation/perf-diff.txt
 with period ``p0`` in the baseline (total ``T0``) and ``p1`` in a new file (total ``T1``):
 
 * Baseline: ``p0 * 100 / T0``;
-* delta (and delta-abs, which only sorts by the absolute value): ``p1 * 100 / T1 - p0 * 100 / T0``;
+* delta (and delta-abs, which only sorts by the absolute value): ``p1 * 100 / T1 - p0 * 100 / T0``
+  (with ``--shares baseline``, period-normalised: ``p1 * 100 / T0 - p0 * 100 / T0``, the row's
+  change of period as a share of the baseline's total, so a row whose period did not change
+  shows 0 whatever the other rows did);
 * ratio: ``p1 / p0`` (``p0`` taken as 1 when 0);
 * wdiff: ``p1 * W2 - p0 * W1``.
 
 A row only in the baseline has no value for the new file (blank); a row only in a new file is
 perf's "dummy" baseline row: Baseline blank, its delta against 0, its ratio and wdiff "N/A".
+With ``-b`` (perf's ``--baseline-only``) only the baseline's rows that a new file has too are
+kept, and the Baseline column becomes a share of their summed periods (as perf shows it); the
+deltas stay those of the whole files (perf's too; its ``-F`` text then names the kept rows'
+total, which its delta did not use: ours names the total used).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from profiler.errors import UsageError
 from profiler.report.aggregate import ReportRow, ReportRows
 
 COMPUTES: tuple[str, ...] = ("delta", "delta-abs", "ratio", "wdiff")
+SHARES: tuple[str, ...] = ("own", "baseline")  # what a new file's shares are of (``--shares``)
 DIFF_SORT_KEYS: tuple[str, ...] = ("comm", "pid", "tid", "cpu", "dso", "sym", "srcline")
 DEFAULT_DIFF_SORT: tuple[str, ...] = ("dso", "sym")  # perf diff's default
 
@@ -72,18 +80,32 @@ class Side:
     periods: dict[Key, int]  # summed self period per row key
     repeat_totals: tuple[int, ...] = ()
     repeat_periods: tuple[dict[Key, int], ...] = ()
+    share_total: int = 0  # the shares' denominator when not ``total`` (``--shares baseline``)
+    repeat_share_total: float = 0.0  # the same for each repeat
 
     @property
     def label(self) -> str:
         return " ".join(self.paths)
 
+    @property
+    def denominator(self) -> int:
+        """What the shares are of: the side's own total, or the baseline's."""
+        return self.share_total or self.total
+
     def share(self, key: Key) -> float:
-        """The row's percentage of this side's total (0 when absent)."""
-        return self.periods.get(key, 0) * 100.0 / self.total if self.total else 0.0
+        """The row's percentage of the side's denominator (0 when absent)."""
+        d = self.denominator
+        return self.periods.get(key, 0) * 100.0 / d if d else 0.0
 
     def repeat_shares(self, key: Key) -> list[float]:
         """The row's percentage in each repeat."""
-        return [p.get(key, 0) * 100.0 / t if t else 0.0 for p, t in zip(self.repeat_periods, self.repeat_totals)]
+        return [p.get(key, 0) * 100.0 / (self.repeat_share_total or t) if t else 0.0
+                for p, t in zip(self.repeat_periods, self.repeat_totals)]
+
+    def over(self, base: Side) -> Side:
+        """This side with its shares taken of ``base``'s total (``--shares baseline``)."""
+        mean = sum(base.repeat_totals) / len(base.repeat_totals) if base.repeat_totals else 0.0
+        return replace(self, share_total=base.total, repeat_share_total=mean)
 
 
 @dataclass(frozen=True)
@@ -108,6 +130,8 @@ class DiffData:
     show_formula: bool = False
     order: int = 1
     warnings: list[str] = field(default_factory=list)
+    shares: str = "own"  # what the new files' shares are of: their own totals or the baseline's
+    baseline_total: int = 0  # the Baseline column's denominator when not the base's total (-b)
 
     @property
     def base(self) -> Side:
@@ -115,7 +139,10 @@ class DiffData:
 
     def baseline(self, row: DiffRow) -> float | None:
         """Baseline percentage; None for a row only in new files."""
-        return self.base.share(row.key) if row.in_base else None
+        if not row.in_base:
+            return None
+        total = self.baseline_total or self.base.total
+        return self.base.periods[row.key] * 100.0 / total if total else 0.0
 
     def base_period(self, row: DiffRow) -> int:
         return self.base.periods.get(row.key, 0)
@@ -157,7 +184,7 @@ class DiffData:
         new, old = self.sides[i].periods[row.key], self.base_period(row)
         kind = self.compute.kind
         if kind in ("delta", "delta-abs"):
-            return f"({new} * 100 / {self.sides[i].total}) - ({old} * 100 / {self.base.total})"
+            return f"({new} * 100 / {self.sides[i].denominator}) - ({old} * 100 / {self.base.total})"
         if kind == "ratio":
             return f"{new} / {old}"
         return f"({new} * {self.compute.w2}) - ({old} * {self.compute.w1})"
@@ -185,28 +212,37 @@ def row_key(row: ReportRow, sort: Sequence[str]) -> Key:
     return tuple(out)
 
 
-def side_of(paths: Sequence[str], flats: Sequence[ReportRows]) -> Side:
-    """One side from the flat profiles of its captures (repeats summed)."""
+def side_of(paths: Sequence[str], flats: Sequence[ReportRows | None]) -> Side:
+    """One side from the flat profiles of its captures (repeats summed); None for a capture
+    without the event (no rows, a total of 0)."""
     repeats: list[dict[Key, int]] = []
     for flat in flats:
         periods: dict[Key, int] = {}
-        for r in flat.rows:
-            k = row_key(r, flat.sort)
-            periods[k] = periods.get(k, 0) + r.self_period
+        if flat is not None:
+            for r in flat.rows:
+                k = row_key(r, flat.sort)
+                periods[k] = periods.get(k, 0) + r.self_period
         repeats.append(periods)
     summed: dict[Key, int] = {}
     for periods in repeats:
         for k, p in periods.items():
             summed[k] = summed.get(k, 0) + p
-    return Side(tuple(paths), sum(f.total_period for f in flats), summed,
-                tuple(f.total_period for f in flats), tuple(repeats))
+    totals = tuple(f.total_period if f is not None else 0 for f in flats)
+    return Side(tuple(paths), sum(totals), summed, totals, tuple(repeats))
 
 
 def build_diff(event: str, sort: tuple[str, ...], sides: list[Side], compute: Compute = Compute(),
-               order: int = 1, show_period: bool = False, show_formula: bool = False) -> DiffData:
-    """Match the sides' rows by key and order them as perf diff does (see :func:`sort_rows`)."""
+               order: int = 1, show_period: bool = False, show_formula: bool = False, *,
+               baseline_only: bool = False, shares: str = "own") -> DiffData:
+    """Match the sides' rows by key and order them as perf diff does (see :func:`sort_rows`);
+    ``baseline_only`` is ``-b``, ``shares`` what a new file's shares are of (``own`` total, or
+    the ``baseline``'s: period-normalised)."""
+    if shares not in SHARES:
+        raise UsageError(f"--shares {shares!r}: one of {', '.join(SHARES)}.")
     if len(sides) < 2:
         raise UsageError("diff needs a baseline and at least one capture to compare with it.")
+    if shares == "baseline":
+        sides = [sides[0], *(s.over(sides[0]) for s in sides[1:])]
     if not 1 <= order < len(sides):
         raise UsageError(f"--order {order}: there are {len(sides) - 1} captures to compare with the baseline "
                          f"(1 to {len(sides) - 1}).")
@@ -219,7 +255,10 @@ def build_diff(event: str, sort: tuple[str, ...], sides: list[Side], compute: Co
                 seen.add(k)
                 keys.append(k)
     rows = [DiffRow(k, k in base.periods, tuple(k in s.periods for s in sides[1:])) for k in keys]
-    data = DiffData(event, sort, compute, sides, rows, show_period, show_formula, order)
+    data = DiffData(event, sort, compute, sides, rows, show_period, show_formula, order, shares=shares)
+    if baseline_only:
+        data.rows = [r for r in rows if r.in_base and any(r.in_new)]
+        data.baseline_total = sum(base.periods[r.key] for r in data.rows)
     data.rows = sort_rows(data)
     return data
 

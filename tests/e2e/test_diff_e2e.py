@@ -116,6 +116,54 @@ def test_imported_captures_give_perf_diffs_numbers(perf_pair: tuple[Path, Path],
     assert table(mixed.stdout) == table(run([PERF, "diff", "-c", "delta", *map(str, perf_pair)]).stdout)
 
 
+def sections(text: str) -> list[tuple[list[str], list[str]]]:
+    """Each event's section: its header lines exactly, its rows as a sorted list (perf orders
+    rows of equal value by its own internal order, which a reader need not follow)."""
+    out: list[tuple[list[str], list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("# Event"):
+            out.append(([], []))
+        if line:
+            (out[-1][0] if line.startswith("#") else out[-1][1]).append(line)
+    return [(head, sorted(rows)) for head, rows in out]
+
+
+@pytest.fixture(scope="module")
+def two_event_pair(fixtures_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """Two perf.data files of cpu-clock and page-faults, and one of cpu-clock alone."""
+    if PERF is None:
+        pytest.skip("perf (the reference) is not installed")
+    d = tmp_path_factory.mktemp("perfdiff2")
+    out = []
+    for name, events in (("a", "cpu-clock,page-faults"), ("b", "page-faults,cpu-clock"), ("c", "cpu-clock")):
+        data = d / f"{name}.data"
+        res = run([PERF, "record", "-q", "-e", events, "-o", str(data), "--",
+                   str(fixtures_dir / "workloads" / "shares"), "0.3"])
+        assert res.returncode == 0, res.stderr
+        out.append(data)
+    return out[0], out[1], out[2]
+
+
+@needs_perf
+@pytest.mark.parametrize("args", [[], ["-b"], ["-b", "-p", "-c", "ratio"], ["-t", ";"], ["-t", ",", "-p", "-F"],
+                                  ["-t", ";", "-c", "wdiff:1,2", "-p"], ["-b", "-t", "|", "-c", "delta"]])
+def test_every_event_and_perfs_b_and_t_options(two_event_pair: tuple[Path, Path, Path], profiler_cmd: list[str],
+                                               args: list[str]) -> None:
+    """perf diff's section per event of BASE (page-faults listed first in b.data: matched by
+    name; c.data has no page-faults: that section's new column is blank), -b and -t: the same
+    text as perf's, up to the order of rows of equal value."""
+    assert PERF is not None
+    a, b, c = map(str, two_event_pair)
+    for files in ([a, b], [a, c], [a, b, c]):
+        theirs = run([PERF, "diff", *args, *files])
+        assert theirs.returncode == 0, theirs.stderr
+        ours = run([*profiler_cmd, "diff", *args, *files])
+        assert ours.returncode == 0, ours.stderr
+        got, want = sections(ours.stdout), sections(theirs.stdout)
+        assert [h[0] for h, _ in got] == ["# Event 'cpu-clock'", "# Event 'page-faults'"]
+        assert got == want, (args, files)
+
+
 @needs_perf
 def test_our_recordings_of_the_same_runs_agree_with_perf(fixtures_dir: Path, profiler_cmd: list[str],
                                                          tmp_path: Path) -> None:
@@ -199,3 +247,15 @@ def test_gate_passes_no_change_repeats(builds: tuple[list[str], list[str]]) -> N
         data = build_diff("cpu-clock", ("dso", "sym"), [side(base), side(rest[:3])], Compute("delta"))
         failures += [b.sentence() for b in check(data, rules)]
     assert failures == []
+
+
+@needs_perf
+def test_gate_checks_every_event_section(two_event_pair: tuple[Path, Path, Path], profiler_cmd: list[str]) -> None:
+    a, b, _ = map(str, two_event_pair)
+    res = run([*profiler_cmd, "diff", "--fail-on", "total>-99%", a, b])  # any total not cut by 99 % breaks it
+    assert res.returncode == 1, res.stderr
+    gate = [line for line in res.stderr.splitlines() if line.startswith("profiler: gate:")]
+    assert [line.split(":")[2].strip() for line in gate] == ["cpu-clock", "page-faults"], res.stderr
+    res = run([*profiler_cmd, "diff", "--event", "page-faults", "--fail-on", "total>-99%", a, b])
+    assert res.returncode == 1 and res.stdout.count("# Event") == 1
+    assert "profiler: gate: rule 'total>-99%' broken by the total period" in res.stderr

@@ -8,6 +8,12 @@ have fixed widths (Baseline 8, Delta 7, Delta Abs 9, Ratio and Weighted diff 14,
 Base period 14, Formula 70; wider when the title is, as ``Baseline/0`` with several files);
 the key columns are as wide as their longest text; the title line pads every column, the
 rows every column but a last Symbol.
+
+With ``-t SEP`` (perf's ``--field-separator``) the columns are joined by SEP instead of two
+spaces, and perf's layout changes in its own ways, which this follows: no line of dots, no
+indent; a title wider than its value column's fixed width is right-aligned to it; values are
+left-aligned to their column's width, the Baseline without its ``%`` sign, except a Ratio's or
+Weighted diff's number, which stays right-aligned (and a Weighted diff of 0, left blank).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ class Column:
     width: int  # perf's fixed width (0: as wide as the title / texts)
     right: bool
     cell: Callable[[DiffRow], str]
+    sep_right: bool = False  # with -t: a number right-aligned (Ratio, Weighted diff)
 
 
 def _titled(name: str, i: int, several: bool) -> str:
@@ -43,11 +50,12 @@ def value_columns(data: DiffData) -> list[Column]:
     """Baseline (and Base period), then per new side its computed column, Formula and Period."""
     several = len(data.sides) > 2
     cols = [Column(_titled("Baseline", 0, several), 0, True, lambda r: _pct(data.baseline(r)))]
+    numeric = data.compute.kind in ("ratio", "wdiff")
     if data.show_period:
         cols.append(Column(_titled("Base period", 0, several), 14, True, lambda r: str(data.base_period(r))))
     name, width = COMPUTE_TITLES[data.compute.kind]
     for i in range(1, len(data.sides)):
-        cols.append(Column(_titled(name, i, several), width, True, partial(compute_cell, data, i=i)))
+        cols.append(Column(_titled(name, i, several), width, True, partial(compute_cell, data, i=i), numeric))
         if data.show_formula:
             cols.append(Column(_titled("Formula", i, several), 70, True, partial(_formula, data, i=i)))
         if data.show_period:
@@ -99,6 +107,8 @@ def _opt(v: int | None) -> str:
 def header_lines(data: DiffData) -> list[str]:
     """The lines before the column titles."""
     lines = [f"# Event '{data.event}'", "#"]
+    if data.shares == "baseline":
+        lines += ["# Shares of new files: of the baseline's total period (--shares baseline)", "#"]
     if len(data.sides) > 2:
         lines.append("# Data files:")
         for i, side in enumerate(data.sides):
@@ -107,8 +117,16 @@ def header_lines(data: DiffData) -> list[str]:
     return lines
 
 
-def write(data: DiffData, out: TextIO) -> None:
-    """perf diff's text output."""
+def write_sections(sections: list[DiffData], out: TextIO, sep: str | None = None) -> None:
+    """perf diff's text output of every event compared: a section each, a blank line apart."""
+    for n, data in enumerate(sections):
+        if n:
+            out.write("\n")
+        write(data, out, sep)
+
+
+def write(data: DiffData, out: TextIO, sep: str | None = None) -> None:
+    """perf diff's text output (``sep``: ``-t``'s field separator)."""
     out.write("\n".join(header_lines(data)) + "\n")
     values, keys = value_columns(data), key_columns(data)
     cols = values + keys
@@ -119,14 +137,40 @@ def write(data: DiffData, out: TextIO) -> None:
     def fit(text: str, c: Column, w: int) -> str:
         return text.rjust(w) if c.right else text.ljust(w)
 
+    last = len(cols) - 1 if data.sort[-1] == "sym" else -1  # perf pads every column but a last Symbol
+    if sep is not None:
+        _write_separated(data, out, sep, cols, len(values), widths, last)
+        return
     out.write("# " + "  ".join(fit(c.title, c, w) for c, w in zip(cols, widths)) + "\n")
     out.write("# " + "  ".join("." * w for w in widths) + "\n")
     out.write("#\n")
-    last = len(cols) - 1 if data.sort[-1] == "sym" else -1  # perf pads every column but a last Symbol
     for row in cells:
         parts = [t if j == last else fit(t, cols[j], w)
                  for j, (t, w) in enumerate(zip(row, widths))]
         out.write("  " + "  ".join(parts) + "\n")
+
+
+def _write_separated(data: DiffData, out: TextIO, sep: str, cols: list[Column], n_values: int,
+                     widths: list[int], last: int) -> None:
+    """``-t SEP``'s rows (see the module docstring)."""
+    titles = [c.title.rjust(w) if j < n_values else c.title.ljust(w)
+              for j, (c, w) in enumerate(zip(cols, widths))]
+    out.write("# " + sep.join(titles) + "\n")
+    for r in data.rows:
+        parts = []
+        for j, (c, w) in enumerate(zip(cols, widths)):
+            text = c.cell(r)
+            if j == 0:
+                text = text.strip().rstrip("%")  # the Baseline: "49.99"
+            elif c.sep_right and data.compute.kind == "wdiff" and text == "0":
+                text = ""  # perf leaves a weighted diff of 0 blank here (not in its spaced layout)
+            if j == last:
+                parts.append(text)
+            elif c.sep_right and text not in ("", "N/A"):
+                parts.append(text.rjust(c.width).ljust(w))  # right in its fixed width, then padded
+            else:
+                parts.append(text.ljust(w))
+        out.write(sep.join(parts) + "\n")
 
 
 def markdown_cells(data: DiffData) -> tuple[list[str], list[list[str]]]:
@@ -134,6 +178,14 @@ def markdown_cells(data: DiffData) -> tuple[list[str], list[list[str]]]:
     trimmed (a blank cell stays empty)."""
     cols = value_columns(data) + key_columns(data)
     return [c.title for c in cols], [[c.cell(r).strip() for c in cols] for r in data.rows]
+
+
+def write_markdown_sections(sections: list[DiffData], out: TextIO, fmt: str = "github") -> None:
+    """A table per event compared, a blank line apart."""
+    for n, data in enumerate(sections):
+        if n:
+            out.write("\n")
+        write_markdown(data, out, fmt)
 
 
 def write_markdown(data: DiffData, out: TextIO, fmt: str = "github") -> None:

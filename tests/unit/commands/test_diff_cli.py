@@ -131,3 +131,21 @@ def test_bad_options_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixt
     base = capture(tmp_path / "a.prof", 6, 4)
     code, out, err = run(capsys, "diff", *args, base, base)
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_period_normalised_shares_and_the_field_separator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # k_leaf_a: 60 -> 60 samples (its period did not change), k_leaf_b: 40 -> 90
+    base, new = capture(tmp_path / "a.prof", 60, 40), capture(tmp_path / "b.prof", 60, 90)
+    code, out, err = run(capsys, "diff", "-c", "delta", "--shares", "baseline", base, new)
+    assert code == 0, err
+    assert "# Shares of new files: of the baseline's total period (--shares baseline)" in out
+    assert out.splitlines()[-2:] == ["    40.00%  +50.00%  [kernel.kallsyms]  [k] k_leaf_b",
+                                     "    60.00%   +0.00%  [kernel.kallsyms]  [k] k_leaf_a"]
+    code, out, _ = run(capsys, "diff", "-c", "delta", base, new)  # own totals: a's share fell
+    assert "    60.00%  -20.00%  [kernel.kallsyms]  [k] k_leaf_a" in out.splitlines()
+    code, out, _ = run(capsys, "diff", "-t", ";", base, new)
+    assert code == 0
+    assert out.splitlines()[2] == "# Baseline;Delta Abs;Shared Object    ;Symbol      "
+    assert "60.00   ;-20.00%  ;[kernel.kallsyms];[k] k_leaf_a" in out.splitlines()
+    code, _, err = run(capsys, "diff", "-t", ";", "--format", "markdown", base, new)
+    assert code == 2 and "-t takes" in err and "Traceback" not in err

@@ -95,3 +95,44 @@ def test_bad_computations_are_usage_errors(text: str) -> None:
 def test_compute_parses_wdiff_weights() -> None:
     assert Compute.parse("wdiff:2,-3") == Compute("wdiff", 2, -3)
     assert Compute.parse("delta-abs") == Compute("delta-abs")
+
+
+def test_baseline_only_keeps_paired_rows_and_recomputes_the_baseline_column() -> None:
+    base = side({("app", "f"): 200, ("app", "g"): 600, ("app", "gone"): 200})
+    new = side({("app", "f"): 300, ("app", "g"): 600, ("app", "new_fn"): 100})
+    data = build_diff("cpu-clock", SORT, [base, new], Compute.parse("delta"), baseline_only=True)
+    rows = {r.key[1]: r for r in data.rows}
+    assert set(rows) == {"[.] f", "[.] g"}  # rows only in one file are gone
+    assert data.baseline(rows["[.] f"]) == 25.0  # of the kept rows' 800, as perf -b shows it
+    # the deltas stay those of the whole files (perf's): 300/1000 - 200/1000
+    assert data.delta(rows["[.] f"], 1) == pytest.approx(10.0)
+    plain = build_diff("cpu-clock", SORT, [base, new], Compute.parse("delta"))
+    assert len(plain.rows) == 4 and plain.baseline({r.key[1]: r for r in plain.rows}["[.] f"]) == 20.0
+
+
+def test_period_normalised_shares_are_of_the_baselines_total() -> None:
+    base = side({("app", "f"): 500, ("app", "g"): 500})
+    new = side({("app", "f"): 500, ("app", "g"): 1500})  # g got slower, f did not change
+    own = build_diff("cpu-clock", SORT, [base, new], Compute.parse("delta"))
+    norm = build_diff("cpu-clock", SORT, [base, new], Compute.parse("delta"), shares="baseline")
+    f_own, f_norm = ({r.key[1]: r for r in d.rows}["[.] f"] for d in (own, norm))
+    g_norm = {r.key[1]: r for r in norm.rows}["[.] g"]
+    assert own.delta(f_own, 1) == pytest.approx(-25.0)  # its share fell: 50 % -> 25 %
+    assert norm.delta(f_norm, 1) == pytest.approx(0.0)  # its period did not change
+    assert norm.delta(g_norm, 1) == pytest.approx(100.0)  # +1000 of the baseline's 1000
+    assert norm.formula(g_norm, 1) == "(1500 * 100 / 1000) - (500 * 100 / 1000)"
+    assert norm.rows[0].key[1] == "[.] g"
+    with pytest.raises(UsageError, match="--shares"):
+        build_diff("cpu-clock", SORT, [base, new], shares="mine")
+
+
+def test_repeats_period_normalised_shares_use_the_baselines_mean_total() -> None:
+    base = side_of(["a1", "a2"], [flat({("app", "f"): 100}), flat({("app", "f"): 300})])
+    new = side_of(["b1", "b2"], [flat({("app", "f"): 200}), flat({("app", "f"): 400})])
+    data = build_diff("cpu-clock", SORT, [base, new], shares="baseline")
+    assert data.sides[1].repeat_shares(("app", "[.] f")) == [100.0, 200.0]  # of the mean 200
+
+
+def test_a_capture_without_the_event_is_an_empty_repeat() -> None:
+    s = side_of(["a1", "a2"], [flat({("app", "f"): 100}), None])
+    assert s.total == 100 and s.repeat_totals == (100, 0) and s.repeat_periods[1] == {}
