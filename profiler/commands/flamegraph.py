@@ -20,7 +20,8 @@ from profiler.report.render.flamegraph import DEFAULT_MIN_WIDTH
               help="Size frames by sample count or by period.")
 @click.option("--min-width", type=float, default=DEFAULT_MIN_WIDTH, show_default=True,
               help="Leave out of the file frames narrower than this fraction of the total (their weight "
-                   "stays in the parent; the page says how many). Default: keep the whole tree.")
+                   "stays in the parent; the page says how many; with --diff, of the drawn side's total). "
+                   "Default: keep the whole tree (up to a million frames).")
 @click.option("--group-by", type=click.Choice(["comm", "pid", "tid", "none"]), default="comm", show_default=True,
               help="What the first level of the graph is.")
 @click.option("--title", help="Title of the page (default: the command and event).")
@@ -35,9 +36,7 @@ def command(output: str, weight: str, min_width: float, group_by: str, title: st
     from profiler.report.model import Weight
 
     if diff is not None:
-        if min_width != DEFAULT_MIN_WIDTH:
-            raise UsageError("--min-width does not apply to --diff: the differential flame graph keeps every frame.")
-        _diff(diff, output, weight, group_by, title, negate, kwargs)
+        _diff(diff, output, weight, min_width, group_by, title, negate, kwargs)
         return
     if negate:
         raise UsageError("--negate needs --diff BASE NEW.")
@@ -53,17 +52,17 @@ def command(output: str, weight: str, min_width: float, group_by: str, title: st
         click.echo(f"wrote {output} ({profile.meta.total_samples} samples of '{profile.meta.event}')", err=True)
 
 
-def _diff(paths: tuple[str, str], output: str, weight: str, group_by: str, title: str | None, negate: bool,
-          kwargs: dict[str, Any]) -> None:
+def _diff(paths: tuple[str, str], output: str, weight: str, min_width: float, group_by: str, title: str | None,
+          negate: bool, kwargs: dict[str, Any]) -> None:
     from profiler.report.model import Weight
     from profiler.report.pair import load_stack_pair
     from profiler.report.render import diffgraph
     from profiler.report.render.flamegraph import GroupBy
 
     base, new = paths
-    pair = load_stack_pair(load_options(kwargs), base, new, warn, what="draw")
+    pair = load_stack_pair(load_options(kwargs), base, new, warn, locations=True, what="draw")  # source lines
     opts = diffgraph.DiffGraphOptions(weight=cast(Weight, weight), negate=negate,
-                                      group_by=cast(GroupBy, group_by), title=title)
+                                      group_by=cast(GroupBy, group_by), title=title, min_width=min_width)
     with open_output(output) as stream:
         tree = diffgraph.write(diffgraph.DiffInput(pair.base, pair.new, base, new), stream, opts)
     if output != "-":

@@ -98,3 +98,33 @@ def test_negate_draws_base_shape_coloured_by_the_same_change(chromium: Any, tmp_
         assert r > 240 and b < 80
         assert "20 samples of NEW in frames BASE does not have" in viewer.text("#fg-subtitle")
         assert_quiet(viewer)
+
+
+def test_hover_shows_the_drawn_sides_source_lines(chromium: Any, tmp_path: Path) -> None:
+    """The differential graph's tooltip names the drawn side's hottest lines, as the flame
+    graph's does (the stacks of both sides carry their source lines)."""
+    from profiler.report.model import Frame, Location, Mapping, ProfileMeta, SourceLine, StackSample, StackSet
+    from profiler.report.render import diffgraph
+
+    def s(path: tuple[tuple[str, str], ...], n: int) -> StackSample:
+        locs = tuple(Location(0, 0, Mapping("/bin/app"), "app", "user",
+                              (SourceLine(name, where.split(":")[0], int(where.split(":")[1])),))
+                     for name, where in path)
+        frames = tuple(Frame(name, "app", "user") for name, _ in path)
+        return StackSample("app", 1, 1, frames, n, n, locations=locs)
+
+    meta = ProfileMeta("app: cpu-clock", "./app", "cpu-clock", 0, 0, True)
+    base = StackSet(meta, [s((("main", "m.c:1"), ("parse", "p.c:5")), 50),
+                           s((("main", "m.c:1"), ("draw", "d.c:2")), 50)])
+    new = StackSet(meta, [s((("main", "m.c:1"), ("parse", "p.c:7")), 75),
+                          s((("main", "m.c:1"), ("parse", "p.c:8")), 25),
+                          s((("main", "m.c:1"), ("draw", "d.c:2")), 100)])
+    path = tmp_path / "diff-lines.html"
+    with path.open("w", encoding="utf-8") as out:
+        diffgraph.write(diffgraph.DiffInput(base, new), out, diffgraph.DiffGraphOptions(group_by="none"))
+    for viewer in open_offline(chromium, path):
+        viewer.page.mouse.move(*viewer.centre(viewer.frame("parse")))
+        details = viewer.text("#fg-tooltip")
+        assert "source (NEW): p.c:7 (75.00%), p.c:8 (25.00%)" in details, details
+        assert "BASE: 50 samples (50.00%)" in details
+        assert_quiet(viewer)

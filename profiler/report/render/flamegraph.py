@@ -247,7 +247,7 @@ def _flatten(trie: _Trie, options: FlameGraphOptions) -> FlameTree:
         node_value.append(trie.value[node])
         node_samples.append(trie.samples[node])
         lines = trie.lines.get(node)
-        node_lines.append(_heaviest_lines(lines) if trie.value[node] >= lines_min else ())
+        node_lines.append(heaviest_lines(lines) if trie.value[node] >= lines_min else ())
         if lines:
             acc = frame_acc.setdefault(frame_index[fid], {})
             for text, w in lines.items():
@@ -270,12 +270,12 @@ def _flatten(trie: _Trie, options: FlameGraphOptions) -> FlameTree:
         min_width=max(options.min_width, threshold / trie.value[0] if trie.value[0] else 0.0),
         pruned=pruned,
         node_lines=tuple(node_lines),
-        frame_lines=tuple((sum(frame_acc[i].values()), _heaviest_lines(frame_acc[i])) if i in frame_acc else (0, ())
+        frame_lines=tuple((sum(frame_acc[i].values()), heaviest_lines(frame_acc[i])) if i in frame_acc else (0, ())
                           for i in range(len(frames))),
     )
 
 
-def _heaviest_lines(lines: dict[str, int] | None) -> tuple[tuple[str, int], ...]:
+def heaviest_lines(lines: dict[str, int] | None) -> tuple[tuple[str, int], ...]:
     """A node's source lines by weight, heaviest first (ties by text), at most MAX_LINES."""
     if not lines:
         return ()

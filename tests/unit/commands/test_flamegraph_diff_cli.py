@@ -95,7 +95,7 @@ def test_an_empty_side_or_a_missing_capture_is_one_sentence(tmp_path: Path, caps
 def test_options_that_need_or_exclude_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base, new = write_pair(tmp_path)
     cases = [(("flamegraph", "-i", str(new), "--negate"), "--negate needs --diff"),
-             (("flamegraph", "--diff", str(base), str(new), "--min-width", "0.01"), "--min-width does not apply"),
+             (("flamegraph", "--diff", str(base), str(new), "--min-width", "1.5"), "--min-width must be"),
              (("export", "-f", "pprof", "--diff", str(base), str(new)), "go tool pprof -diff_base"),
              (("export", "-f", "speedscope", "--diff", str(base), str(new)), "--diff is for -f folded")]
     for argv, said in cases:

@@ -222,6 +222,23 @@
                ' pp of share, ' + (newS[i] - baseS[i] >= 0 ? '+' : '−') +
                groupDigits(Math.abs(newS[i] - baseS[i])) + ' samples');
     if (state.zoom !== 0) lines.push(percent(V[i], V[state.zoom]) + ' of zoomed frame');
+    return withSource(i, lines, ' (' + (diff.negate ? 'BASE' : 'NEW') + ')');
+  }
+
+  // The node's hottest source lines (of the drawn side in a differential graph), or, for a
+  // narrow node, its function's lines over the whole graph.
+  function withSource(i, lines, whose) {
+    var src = sourceLines[i], whole = V[i], label = 'source' + whose + ': ';
+    if (!src && frameLines[F[i]]) {
+      src = frameLines[F[i]].slice(1);
+      whole = frameLines[F[i]][0];
+      label = 'source' + whose + ' (all its calls): ';
+    }
+    if (src) {
+      var where = [];
+      for (var k = 0; k < src.length; k += 2) where.push(strings[src[k]] + ' (' + percent(src[k + 1], whole) + ')');
+      lines.push(label + where.join(', '));
+    }
     return lines;
   }
 
@@ -238,18 +255,7 @@
     }
     if (state.zoom !== 0) text += ', ' + percent(V[i], V[state.zoom]) + ' of zoomed frame';
     lines.push(text);
-    var src = sourceLines[i], whole = V[i], label = 'source: ';
-    if (!src && frameLines[F[i]]) {  // a narrow node: its function's lines over the whole graph
-      src = frameLines[F[i]].slice(1);
-      whole = frameLines[F[i]][0];
-      label = 'source (all its calls): ';
-    }
-    if (src) {
-      var where = [];
-      for (var k = 0; k < src.length; k += 2) where.push(strings[src[k]] + ' (' + percent(src[k + 1], whole) + ')');
-      lines.push(label + where.join(', '));
-    }
-    return lines;
+    return withSource(i, lines, '');
   }
 
   function showDetails(i, clientX, clientY) {

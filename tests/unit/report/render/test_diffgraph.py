@@ -131,3 +131,49 @@ def test_page_carries_both_sides_the_scale_and_what_is_not_drawn() -> None:
     assert "10 samples of BASE in frames NEW does not have" in page
     assert "+40.00 pp" in page and "each side&#39;s share of its own total" in page
     assert not re.search(r'(src|href)="(https?:)?//', page)
+
+
+def test_min_width_and_the_size_cap_leave_out_narrow_frames_and_say_how_many(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from profiler.report.render import flamegraph
+
+    full = build_diff_tree(base_stacks(), new_stacks(), DiffGraphOptions(group_by="none"))
+    assert full.tree.pruned == 0
+    # NEW: main 200, parse 40, render 140 (memcpy 140), new_path 20; 15 % of 200 = 30
+    cut = build_diff_tree(base_stacks(), new_stacks(), DiffGraphOptions(group_by="none", min_width=0.15))
+    assert cut.tree.find_path("main", "new_path") < 0 and cut.tree.pruned == 1
+    main = node(cut, "main")
+    assert cut.tree.node_value[main] == 200  # the pruned weight stays in its parent
+    assert cut.base_samples[main] == 100 and cut.tree.min_width == 0.15
+    out = io.StringIO()
+    write(DiffInput(StackSet(META, base_stacks()), StackSet(META, new_stacks())), out,
+          DiffGraphOptions(group_by="none", min_width=0.15))
+    data = json.loads(re.search(r'id="fg-data"[^>]*>(.*?)</script>', out.getvalue(), re.S).group(1))  # type: ignore[union-attr]
+    assert data["meta"]["pruned"] == 1 and data["meta"]["min_width"] == 0.15
+    monkeypatch.setattr(flamegraph, "MAX_NODES", full.tree.num_nodes() - 1)
+    capped = build_diff_tree(base_stacks(), new_stacks(), DiffGraphOptions(group_by="none"))
+    assert capped.tree.num_nodes() <= full.tree.num_nodes() - 1
+    assert capped.tree.pruned == full.tree.num_nodes() - capped.tree.num_nodes()
+    assert capped.tree.find_path("main", "render", "memcpy") >= 0  # the widest path stays
+
+
+def test_the_drawn_sides_source_lines_go_to_the_tooltip() -> None:
+    from profiler.report.model import Location, Mapping, SourceLine
+
+    def located(names: tuple[tuple[str, str], ...], n: int) -> StackSample:
+        locs = tuple(Location(0x1000 + k, 0x1000 + k, Mapping("/bin/app"), "app", "user",
+                              (SourceLine(name, where.split(":")[0], int(where.split(":")[1])),))
+                     for k, (name, where) in enumerate(names))
+        return StackSample("app", 1, 1, tuple(user(name) for name, _ in names), n, n, locations=locs)
+
+    base = [located((("main", "app.c:10"), ("parse", "p.c:5")), 10)]
+    new = [located((("main", "app.c:10"), ("parse", "p.c:7")), 30),
+           located((("main", "app.c:10"), ("parse", "p.c:8")), 10)]
+    tree = build_diff_tree(base, new, DiffGraphOptions(group_by="none"))
+    assert tree.tree.node_lines[node(tree, "main", "parse")] == (("p.c:7", 30), ("p.c:8", 10))  # NEW's lines
+    neg = build_diff_tree(base, new, DiffGraphOptions(group_by="none", negate=True))
+    assert neg.tree.node_lines[node(neg, "main", "parse")] == (("p.c:5", 10),)  # BASE's, when BASE is drawn
+    out = io.StringIO()
+    write(DiffInput(StackSet(META, base), StackSet(META, new)), out, DiffGraphOptions(group_by="none"))
+    data = json.loads(re.search(r'id="fg-data"[^>]*>(.*?)</script>', out.getvalue(), re.S).group(1))  # type: ignore[union-attr]
+    rows = {r[0]: [(data["strings"][r[k]], r[k + 1]) for k in range(1, len(r), 2)] for r in data["l"]}
+    assert rows[node(tree, "main", "parse")] == [("p.c:7", 30), ("p.c:8", 10)]
