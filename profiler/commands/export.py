@@ -10,7 +10,7 @@ from profiler.commands._common import warn
 from profiler.commands._output import open_binary_output, open_output
 from profiler.commands._profile_opts import load_options, profile_options
 
-EXPORT_FORMATS = ("folded", "speedscope", "pprof", "firefox")
+EXPORT_FORMATS = ("folded", "speedscope", "pprof", "firefox", "otlp")
 
 
 @click.command("export")
@@ -18,7 +18,8 @@ EXPORT_FORMATS = ("folded", "speedscope", "pprof", "firefox")
 @click.option("-f", "--format", "format_", type=click.Choice(EXPORT_FORMATS), required=True,
               help="folded: one line per stack for flamegraph.pl/inferno; speedscope: JSON for speedscope; "
                    "pprof: gzipped profile.proto for go tool pprof, Pyroscope, Parca; firefox: the "
-                   "Firefox Profiler's processed format (profiler.firefox.com, Load a file).")
+                   "Firefox Profiler's processed format (profiler.firefox.com, Load a file); otlp: "
+                   "OpenTelemetry profiles (v1development) as protobuf, symbolized, with timestamps.")
 @click.option("-o", "--output", default="-", show_default=True, help="File to write ('-' for stdout).")
 @click.option("--weight", type=click.Choice(["samples", "period"]), default=None,
               help="Weight by sample count or period (default: samples for folded, period for speedscope).")
@@ -31,10 +32,11 @@ EXPORT_FORMATS = ("folded", "speedscope", "pprof", "firefox")
               help="folded: both captures' stacks as 'stack BASE_COUNT NEW_COUNT' lines (flamegraph.pl's "
                    "difffolded form); -i is not used. For pprof, export each capture and use "
                    "go tool pprof -diff_base.")
+@click.option("--json", "as_json", is_flag=True, help="otlp: OTLP/JSON instead of protobuf.")
 def command(format_: str, output: str, weight: str | None, with_pid: bool, with_tid: bool,
-            unknown_as_dso: bool, per: str, diff: tuple[str, str] | None, **kwargs: Any) -> None:
-    """Export a capture's stacks for other viewers. pprof and firefox carry every event of
-    the capture (or the one --event names)."""
+            unknown_as_dso: bool, per: str, diff: tuple[str, str] | None, as_json: bool, **kwargs: Any) -> None:
+    """Export a capture's stacks for other viewers. pprof, firefox and otlp carry every event
+    of the capture (or the one --event names)."""
     if diff is not None:
         from profiler.errors import UsageError
 
@@ -43,8 +45,15 @@ def command(format_: str, output: str, weight: str | None, with_pid: bool, with_
                              "'go tool pprof -diff_base BASE.pb.gz NEW.pb.gz'.")
         if format_ != "folded":
             raise UsageError(f"--diff is for -f folded, not -f {format_}.")
+    if as_json and format_ != "otlp":
+        from profiler.errors import UsageError
+
+        raise UsageError(f"--json is for -f otlp (-f {format_} has one encoding).")
     if format_ == "pprof":
         _pprof(output, kwargs)
+        return
+    if format_ == "otlp":
+        _otlp(output, as_json, kwargs)
         return
     if format_ == "firefox":
         _firefox(output, kwargs)
@@ -95,3 +104,14 @@ def _firefox(output: str, kwargs: dict[str, Any]) -> None:
     data = FirefoxInput([stack_profile(p, locations=True, timeline=True) for p in profiles], profiles[0].header)
     with open_output(output) as stream:
         write_firefox(data, stream)
+
+
+def _otlp(output: str, as_json: bool, kwargs: dict[str, Any]) -> None:
+    from profiler.report.pipeline import load_events
+    from profiler.report.profile import stack_profile
+    from profiler.report.render.otlp import OtlpInput, write_otlp
+
+    profiles = load_events(load_options(kwargs), warn)
+    data = OtlpInput([stack_profile(p, locations=True, timeline=True) for p in profiles], profiles[0].header)
+    with open_binary_output(output) as stream:
+        write_otlp(data, stream, json=as_json)

@@ -557,6 +557,7 @@ COMMANDS = [
     ["report", "--format", "csv"], ["report", "--sort", "srcline", "-g", "none"], ["script", "--json"],
     ["diff"],
     ["script", "-F", "comm,pid,tid,cpu,time,period,event,ip,sym,symoff,dso"], ["annotate"], ["buildids", "--json"],
+    ["export", "-f", "otlp"], ["export", "-f", "otlp", "--json"],
 ]
 # functions of the seeds (and one that none has) for annotate
 ANNOTATE = ["work_a", "work_b", "leaf", "lib_mix", "main", "k_one", "no_such_function"]
@@ -586,7 +587,7 @@ def command_for(rng: random.Random, path: Path, out_dir: Path) -> list[str]:
         cmd += ["-o", str(out_dir / "out")]
     if cmd == ["report", "--stdio"]:
         cmd = ["report"]
-    if cmd[0] == "flamegraph" or cmd[-1] in ("pprof", "firefox"):
+    if cmd[0] == "flamegraph" or cmd[-1] in ("pprof", "firefox") or "otlp" in cmd:
         cmd += ["-o", str(out_dir / "out")]
     if cmd[0] in ("report", "script", "export", "flamegraph", "buildids", "annotate") and rng.random() < 0.3:
         cmd += ["--symfs", str(out_dir / "symfs"), "--debug-dir", str(out_dir / "debug")]
@@ -685,7 +686,7 @@ def warm_up(seed: Path, out_dir: Path) -> None:
     from profiler.cli import main
 
     for cmd in COMMANDS:
-        writes = cmd[0] in ("flamegraph", "archive") or cmd[-1] in ("pprof", "firefox")
+        writes = cmd[0] in ("flamegraph", "archive") or cmd[-1] in ("pprof", "firefox") or "otlp" in cmd
         argv = [*cmd, *(["-o", str(out_dir / "out")] if writes else []), "-i", str(seed)]
         if cmd[0] == "import":
             argv = ["import", "-o", str(out_dir / "out"), str(seed)]

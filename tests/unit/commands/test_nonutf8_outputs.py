@@ -32,7 +32,7 @@ OUTPUTS = [
     ["export", "-f", "speedscope", "-o", "{out}"],
     pytest.param(["export", "-f", "pprof", "-o", "{out}"], id="export-pprof"),
     ["export", "-f", "firefox", "-o", "{out}"], ["buildids"], ["buildids", "--json"], ["info"], ["dump"],
-    ["annotate", "main"],
+    ["annotate", "main"], ["export", "-f", "otlp", "-o", "{out}"], ["export", "-f", "otlp", "--json"],
 ]
 
 
@@ -67,6 +67,8 @@ def test_every_output_takes_names_that_are_not_utf8(args: list[str], tmp_path: P
     if is_utf8_format(args):
         if args[:3] == ["export", "-f", "pprof"]:
             out = pprof_strings(out)
+        elif args[:3] == ["export", "-f", "otlp"] and "--json" not in args:
+            out = otlp_strings(out)
         text = out.decode("utf-8")  # strict: valid UTF-8
         assert "sh\\xffres" in text or "sh\\\\xffres" in text, text[:2000]
     else:
@@ -75,7 +77,15 @@ def test_every_output_takes_names_that_are_not_utf8(args: list[str], tmp_path: P
 
 def is_utf8_format(args: list[str]) -> bool:
     return ("json" in " ".join(args) or args[0] == "flamegraph"
-            or args[:3] in (["export", "-f", "speedscope"], ["export", "-f", "firefox"], ["export", "-f", "pprof"]))
+            or args[:3] in (["export", "-f", "speedscope"], ["export", "-f", "firefox"], ["export", "-f", "pprof"],
+                            ["export", "-f", "otlp"]))
+
+
+def otlp_strings(blob: bytes) -> bytes:
+    """The string table of an OTLP profiles message, one string a line (as UTF-8)."""
+    from opentelemetry.proto.profiles.v1development import profiles_pb2
+
+    return "\n".join(profiles_pb2.ProfilesData.FromString(blob).dictionary.string_table).encode()
 
 
 def pprof_strings(blob: bytes) -> bytes:

@@ -63,6 +63,7 @@ def test_nothing_to_show_is_one_error() -> None:
     (["report"], "report"), (["script"], "print"), (["flamegraph", "-o", "{out}"], "draw"),
     (["export", "-f", "folded"], "draw"), (["export", "-f", "pprof", "-o", "{out}"], "export"),
     (["export", "-f", "firefox", "-o", "{out}"], "export"), (["annotate", "main"], "annotate"),
+    (["export", "-f", "otlp", "-o", "{out}"], "export"),
 ])
 def test_every_command_says_it_the_same_way(command: list[str], what: str, tmp_path: object) -> None:
     argv = [a.format(out=f"{tmp_path}/out") for a in command]
