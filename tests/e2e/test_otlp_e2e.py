@@ -82,8 +82,11 @@ def test_otlp_agrees_with_pprof_sample_for_sample_and_with_report(recording: Pat
     want_counts, want_periods = pprof_samples(prof)
     assert sum(counts.values()) > 500
     assert counts == want_counts and periods == want_periods
+    # --no-inline: each leaf is then the function report names (an inlined function would be
+    # the innermost Line of its location, as in pprof)
+    plain, _ = otlp_samples(otlp.ProfilesData.FromString(export(profiler_cmd, recording, "-f", "otlp", "--no-inline")))
     leaf: Counter[str] = Counter()
-    for (names, _), n in counts.items():
+    for (names, _), n in plain.items():
         leaf[names[0]] += n
     flat = our_flat(profiler_cmd, recording)
     assert {k: v for k, v in leaf.items()} == {k: v for k, v in flat.items() if v}
