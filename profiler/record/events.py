@@ -195,22 +195,38 @@ def apply_modifiers(spec: EventSpec, modifiers: str) -> EventSpec:
 # tracepoints
 
 
-def tracefs_root() -> Path | None:
-    """The mounted tracefs: /sys/kernel/tracing, or the older debugfs location."""
+def tracefs_root(mount: bool = False) -> Path | None:
+    """The mounted tracefs: /sys/kernel/tracing, or the older debugfs location. With
+    ``mount``, a tracefs that is not mounted is mounted at /sys/kernel/tracing when this
+    process may (as perf does: root, or CAP_SYS_ADMIN), else debugfs at /sys/kernel/debug."""
     from pathlib import Path
 
     for root in map(Path, TRACEFS_ROOTS):
         if (root / "events").is_dir():
             return root
+    if mount and (_mount("tracefs", TRACEFS_ROOTS[0]) or _mount("debugfs", "/sys/kernel/debug")):
+        return tracefs_root()
     return None
 
 
+def _mount(fstype: str, target: str) -> bool:
+    """mount(2) ``fstype`` on ``target`` (an existing directory); False when not permitted or
+    not possible (the caller then says how to do it)."""
+    import ctypes
+    import ctypes.util
+
+    if not os.path.isdir(target):
+        return False
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return bool(libc.mount(b"nodev", target.encode(), fstype.encode(), 0, None) == 0)
+
+
 def tracepoint_id(subsystem: str, event: str) -> int:
-    root = tracefs_root()
+    root = tracefs_root(mount=True)
     if root is None:
         raise EventError(
-            f"cannot resolve tracepoint '{subsystem}:{event}': tracefs is not mounted "
-            "(mount it with 'mount -t tracefs nodev /sys/kernel/tracing')."
+            f"cannot resolve tracepoint '{subsystem}:{event}': tracefs is not mounted and this "
+            "process may not mount it (as root: 'mount -t tracefs nodev /sys/kernel/tracing')."
         )
     id_path = root / "events" / subsystem / event / "id"
     try:
