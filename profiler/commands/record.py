@@ -23,7 +23,27 @@ def _click_option(opt: Option) -> Callable[[Any], Any]:
 
 def _command(command: tuple[str, ...], archive: bool, **kwargs: Any) -> None:
     """Run COMMAND (after --) or attach to processes, and record samples into a capture."""
-    record_args.run(command=command, archive=archive, **kwargs)
+    order = click.get_current_context().meta.get(_ORDER, [])
+    record_args.run(command=command, archive=archive, filter_after=record_args.filter_positions(order), **kwargs)
+
+
+_ORDER = "profiler.record.option_order"
+
+
+class _OrderedCommand(click.Command):
+    """Keeps the order the options came in (``--filter`` applies to the ``-e`` before it)."""
+
+    def make_parser(self, ctx: click.Context) -> Any:
+        parser = super().make_parser(ctx)
+        parse_args = parser.parse_args
+
+        def keep_order(args: list[str]) -> Any:
+            opts, rest, order = parse_args(args=args)
+            ctx.meta[_ORDER] = [p.name for p in order]
+            return opts, rest, order
+
+        setattr(parser, "parse_args", keep_order)  # noqa: B010  (an attribute of one parser object)
+        return parser
 
 
 # as the decorators would stack: the argument below the options, the first option on top
@@ -32,5 +52,6 @@ for _opt in reversed(OPTIONS):
     _command = _click_option(_opt)(_command)
 command = click.command(
     "record",
+    cls=_OrderedCommand,
     context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False},
 )(_command)

@@ -66,6 +66,10 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option(("-e", "--event"), "event", MULTIPLE, metavar="EVENT[,EVENT...]",
            help="Events to sample (see 'profiler list'); default cycles, or cpu-clock without a PMU."),
+    Option(("--filter",), "filter_", MULTIPLE, metavar="EXPR",
+           help="A tracepoint filter in the kernel's syntax ('prev_pid == 123 && prev_state == 1') for "
+                "the events of the -e before it, as perf's --filter (fields: "
+                "/sys/kernel/tracing/events/SUBSYSTEM/EVENT/format)."),
     Option(("-F", "--freq"), "freq", VALUE, int, help="Sampling frequency in Hz (default 4000)."),
     Option(("-c", "--count"), "count", VALUE, int, help="Sample every COUNT events instead of a frequency."),
     Option(("-g",), "call_graph", help="Record frame-pointer call chains."),
@@ -105,6 +109,7 @@ def parse(args: list[str]) -> dict[str, Any] | None:
     argument that is not one (the command), as in perf."""
     by_name = {name: opt for opt in OPTIONS for name in opt.names}
     values = {opt.dest: opt.unset for opt in OPTIONS}
+    values["filter_after"] = ()
     i = 0
     while i < len(args) and args[i].startswith("-") and args[i] != "-":
         if args[i] == "--":
@@ -122,9 +127,40 @@ def parse(args: list[str]) -> dict[str, Any] | None:
         except ValueError:
             return None
         values[opt.dest] = (*values[opt.dest], value) if opt.kind == MULTIPLE else value
+        if opt.dest == "filter_":  # which -e it follows: perf's --filter is positional
+            values["filter_after"] = (*values["filter_after"], len(values["event"]))
         i += 2
     values["command"] = tuple(args[i:])
     return values
+
+
+def filter_positions(order: list[str]) -> tuple[int, ...]:
+    """For each ``--filter`` in ``order`` (the options' destinations in command-line order),
+    how many ``-e`` came before it."""
+    seen, out = 0, []
+    for dest in order:
+        if dest == "event":
+            seen += 1
+        elif dest == "filter_":
+            out.append(seen)
+    return tuple(out)
+
+
+def event_filters(events: tuple[str, ...], filters: tuple[str, ...],
+                  after: tuple[int, ...]) -> tuple[tuple[int, str], ...]:
+    """(index of the -e argument, filter) for each --filter: it applies to the events of the
+    -e just before it (a later filter for the same -e replaces an earlier one, as in perf)."""
+    if len(after) != len(filters):  # not told the order: each filter follows the last -e
+        after = (len(events),) * len(filters)
+    chosen: dict[int, str] = {}
+    for text, n in zip(filters, after):
+        if n == 0:
+            raise UsageError("--filter must follow the -e tracepoint option it applies to "
+                             "(-e sched:sched_switch --filter 'prev_pid == 1').")
+        if not text.strip() or "\0" in text:
+            raise UsageError(f"--filter {text!r}: an empty filter.")
+        chosen[n - 1] = text
+    return tuple(sorted(chosen.items()))
 
 
 def run(command: tuple[str, ...], archive: bool, **kwargs: Any) -> None:
@@ -166,6 +202,8 @@ def options_from_cli(
     no_inherit: bool,
     buildid_mmap: bool = False,
     no_compress: bool = False,
+    filter_: tuple[str, ...] = (),
+    filter_after: tuple[int, ...] = (),
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -200,6 +238,7 @@ def options_from_cli(
         buildid_mmap=buildid_mmap,
         compress=not no_compress,
         cmdline=tuple(sys.argv),
+        filters=event_filters(event, filter_, filter_after),
     )
     opts.validate()
     return opts

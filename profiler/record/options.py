@@ -39,11 +39,12 @@ class RecordOptions(Frozen):
     buildid_mmap: bool = False  # ask the kernel for build-ids in MMAP2 records (attr.build_id)
     compress: bool = True  # RAW_ZSTD frames (format 2.0); --no-compress: RAW frames (1.1)
     cmdline: tuple[str, ...] = ()
+    filters: tuple[tuple[int, str], ...] = ()  # --filter: (index into events, tracepoint filter)
 
     _fields = (
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
-        "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline",
+        "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters",
     )
 
     def __init__(
@@ -70,6 +71,7 @@ class RecordOptions(Frozen):
         buildid_mmap: bool = False,
         compress: bool = True,
         cmdline: tuple[str, ...] = (),
+        filters: tuple[tuple[int, str], ...] = (),
     ) -> None:
         self.command = command
         self.pids = pids
@@ -93,6 +95,7 @@ class RecordOptions(Frozen):
         self.buildid_mmap = buildid_mmap
         self.compress = compress
         self.cmdline = cmdline
+        self.filters = filters
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""

@@ -61,6 +61,7 @@ PERF_EVENT_IOC_REFRESH = _IO("$", 2)
 PERF_EVENT_IOC_RESET = _IO("$", 3)
 PERF_EVENT_IOC_PERIOD = _IOW("$", 4, _U64)
 PERF_EVENT_IOC_SET_OUTPUT = _IO("$", 5)
+PERF_EVENT_IOC_SET_FILTER = _IOW("$", 6, _PTR)  # _IOW('$', 6, char *)
 PERF_EVENT_IOC_ID = _IOR("$", 7, _PTR)  # _IOR('$', 7, __u64 *): the size is a pointer's
 
 PARANOID_PATH = "/proc/sys/kernel/perf_event_paranoid"
@@ -171,6 +172,17 @@ def set_output(fd: int, target_fd: int) -> None:
     """PERF_EVENT_IOC_SET_OUTPUT: send ``fd``'s records to ``target_fd``'s ring buffer
     (both must be on the same CPU)."""
     _ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, target_fd)
+
+
+def set_filter(fd: int, expr: str, event_name: str) -> None:
+    """PERF_EVENT_IOC_SET_FILTER: the kernel keeps only the tracepoint's records that match
+    ``expr``; a filter it cannot read is refused in perf's words."""
+    text = ctypes.create_string_buffer(expr.encode())
+    result = int(_libc.ioctl(fd, PERF_EVENT_IOC_SET_FILTER, ctypes.cast(text, ctypes.c_void_p)))
+    if result < 0:
+        err = ctypes.get_errno()
+        raise RecordError(f'failed to set filter "{expr}" on event {event_name} with {err} ({os.strerror(err)}): '
+                          f"its fields are in the event's format file under /sys/kernel/tracing/events.")
 
 
 def event_id(fd: int) -> int:

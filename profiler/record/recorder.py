@@ -194,6 +194,27 @@ def resolve_events(opts: RecordOptions) -> tuple[list[Member], list[str]]:
     return [m.replace(spec=_privilege_label(m.spec, opts)) for m in members], notices
 
 
+def _member_filters(opts: RecordOptions, specs: list[Member]) -> list[str | None]:
+    """Each event's ``--filter`` (None without one): a filter applies to every event of its
+    -e argument, which must be tracepoints (perf's address filters are not supported)."""
+    out: list[str | None] = [None] * len(specs)
+    if not opts.filters:
+        return out
+    wanted = dict(opts.filters)
+    start = 0
+    for i, text in enumerate(opts.events):
+        count = len(members_of((text,)))
+        expr = wanted.get(i)
+        if expr is not None:
+            for k in range(start, min(start + count, len(specs))):
+                if specs[k].spec.type != PERF_TYPE_TRACEPOINT:
+                    raise UsageError(f"--filter applies to tracepoint events, and {specs[k].spec.name} is not one "
+                                     f"(address filters are not supported).")
+                out[k] = expr
+        start += count
+    return out
+
+
 def _privilege_label(spec: EventSpec, opts: RecordOptions) -> EventSpec:
     """``--kernel-only`` / ``--user-only`` show in the event's name as perf's ``:k`` / ``:u``
     modifiers do (``cpu-clock:k``), unless the event already carries modifiers."""
@@ -337,6 +358,7 @@ class Recorder:
                               sample_cpu=sample_cpu)
             configure(attr, member)
             self.events.append(OpenedEvent(member.spec.name, attr))
+        filters = _member_filters(self.opts, specs)
         opened_any = False
         leader_fds: dict[tuple[int, int, int], int] = {}  # (event, pid, cpu) -> fd, for group_fd
         for cpu in cpus:
@@ -344,7 +366,10 @@ class Recorder:
                 for pid in self._pids_to_open():
                     try:
                         group_fd = leader_fds.get((specs[index].leader, pid, cpu), -1)
-                        leader_fds[(index, pid, cpu)] = self.session.open(event, pid, cpu, group_fd=group_fd)
+                        fd = leader_fds[(index, pid, cpu)] = self.session.open(event, pid, cpu, group_fd=group_fd)
+                        expr = filters[index]
+                        if expr is not None:
+                            perf_event.set_filter(fd, expr, event.name)
                         opened_any = True
                     except RecordError:
                         if pid > 0 and self.threads and not os.path.exists(f"/proc/{pid}"):

@@ -177,6 +177,7 @@ def test_the_recorders_zstd_backend_writes_what_the_package_reads() -> None:
     ["-p", "12,34", "-c", "100", "--call-graph", "dwarf,1024", "--kernel-only", "-a", "-t", "5"],
     ["-o", "-", "-o", "last.prof", "-F", " 7 ", "--", "--", "x"],  # the last value wins; values as given
     [],
+    ["-e", "sched:a", "--filter", "x == 1", "-e", "b", "-e", "c", "--filter", "y == 2", "--", "true"],  # positions
 ])
 def test_the_entry_points_reader_agrees_with_click(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
     """What profiler/main.py runs without click is what click would have run."""
@@ -216,3 +217,14 @@ def test_archive_is_refused_for_a_streamed_capture(output: str, capsys: pytest.C
         main(["record", "--archive", "-o", output, "--", "true"])
     assert exc.value.code == UsageError.exit_code
     assert "--archive packs the symbols into the capture file" in capsys.readouterr().err
+
+
+def test_each_filter_goes_to_the_event_option_before_it() -> None:
+    from profiler.commands.record_args import event_filters, filter_positions
+
+    order = ["event", "filter_", "freq", "event", "event", "filter_", "filter_"]
+    assert filter_positions(order) == (1, 3, 3)
+    events = ("sched:sched_switch", "cpu-clock", "sched:sched_wakeup")
+    assert event_filters(events, ("a == 1", "b == 2", "c == 3"), (1, 3, 3)) == ((0, "a == 1"), (2, "c == 3"))
+    with pytest.raises(UsageError, match="must follow the -e"):
+        event_filters(events, ("a == 1",), (0,))
