@@ -23,6 +23,7 @@ from profiler.record.options import (
     DWARF_DATA_PAGES,
     RecordOptions,
     parse_call_graph,
+    parse_clockid,
     parse_mmap_pages,
 )
 
@@ -82,6 +83,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(("-a", "--all-cpus"), "all_cpus", help="System-wide: every process on every CPU."),
     Option(("-C", "--cpu"), "cpu", VALUE, metavar="CPULIST", help="Only these CPUs, e.g. 0-1,3."),
     Option(("--duration",), "duration", VALUE, float, metavar="SECONDS", help="Stop after this many seconds."),
+    Option(("-k", "--clockid"), "clockid", VALUE, metavar="CLOCK",
+           help="The clock of sample times: monotonic (default), monotonic_raw, realtime, boottime, tai "
+                "(perf's -k; the capture keeps its offset to wall time either way: script -F tod, "
+                "--time with dates)."),
     Option(("-m", "--mmap-pages"), "mmap_pages", VALUE, metavar="PAGES",
            help="Ring buffer data pages per CPU (power of two) or a size like 512K."),
     Option(("-o", "--output"), "output", VALUE, default=DEFAULT_OUTPUT,
@@ -204,6 +209,7 @@ def options_from_cli(
     no_compress: bool = False,
     filter_: tuple[str, ...] = (),
     filter_after: tuple[int, ...] = (),
+    clockid: str | None = None,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -239,6 +245,7 @@ def options_from_cli(
         compress=not no_compress,
         cmdline=tuple(sys.argv),
         filters=event_filters(event, filter_, filter_after),
+        clockid=parse_clockid(clockid) if clockid is not None else RecordOptions.clockid,
     )
     opts.validate()
     return opts

@@ -29,24 +29,29 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def perf_clock_ns() -> int:
-    """The perf clock the recorder asks for (use_clockid with CLOCK_MONOTONIC)."""
-    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+def perf_clock_ns(clockid: int = time.CLOCK_MONOTONIC) -> int:
+    """The perf clock the recorder asks for (use_clockid with ``clockid``, -k)."""
+    return time.clock_gettime_ns(clockid)
 
 
 def build_header(
-    *, target: dict[str, Any], events: list[dict[str, Any]], cmdline: list[str]
+    *, target: dict[str, Any], events: list[dict[str, Any]], cmdline: list[str],
+    clockid: int = time.CLOCK_MONOTONIC,
 ) -> dict[str, Any]:
     """The capture header: the format's machine facts, with the CPUs that are online now
-    and the recorder's clock, target and events."""
+    and the recorder's clock, target and events. ``start_time_ns`` (wall clock) and
+    ``start_perf_clock_ns`` (the samples' clock) are read back to back: their difference puts
+    any sample time on the wall clock (script -F tod, --time with dates)."""
     header = machine_facts()
+    wall = time.time_ns()
+    perf = perf_clock_ns(clockid)
     header.update({
         "online_cpus": online_cpus(),
         "cmdline": cmdline,
         "target": target,
-        "start_time_ns": time.time_ns(),
-        "start_perf_clock_ns": perf_clock_ns(),
-        "clockid": time.CLOCK_MONOTONIC,
+        "start_time_ns": wall,
+        "start_perf_clock_ns": perf,
+        "clockid": clockid,
         "events": events,
     })
     return header

@@ -10,6 +10,12 @@ DEFAULT_FREQ = 4000  # perf's default; the docs say that higher rates slow the t
 DEFAULT_DATA_PAGES = 128  # 512 KiB per CPU with 4 KiB pages, like perf; 1 control page on top
 DWARF_DATA_PAGES = 512  # --call-graph dwarf: each sample carries up to 8 KiB of stack, so 2 MiB per CPU
 DEFAULT_OUTPUT = DEFAULT_CAPTURE
+
+# clock_gettime(2)'s clocks by perf's names for -k (time's constants, without importing time)
+CLOCKS: dict[str, int] = {"realtime": 0, "monotonic": 1, "monotonic_raw": 4, "boottime": 7, "tai": 11}
+CLOCK_ALIASES: dict[str, str] = {"mono": "monotonic", "raw": "monotonic_raw", "real": "realtime",
+                                 "boot": "boottime"}
+DEFAULT_CLOCKID = CLOCKS["monotonic"]
 MAX_SAMPLE_RATE = "/proc/sys/kernel/perf_event_max_sample_rate"
 MAX_STACK = "/proc/sys/kernel/perf_event_max_stack"
 
@@ -40,11 +46,12 @@ class RecordOptions(Frozen):
     compress: bool = True  # RAW_ZSTD frames (format 2.0); --no-compress: RAW frames (1.1)
     cmdline: tuple[str, ...] = ()
     filters: tuple[tuple[int, str], ...] = ()  # --filter: (index into events, tracepoint filter)
+    clockid: int = DEFAULT_CLOCKID  # -k: the clock of every sample's time
 
     _fields = (
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
-        "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters",
+        "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
     )
 
     def __init__(
@@ -72,6 +79,7 @@ class RecordOptions(Frozen):
         compress: bool = True,
         cmdline: tuple[str, ...] = (),
         filters: tuple[tuple[int, str], ...] = (),
+        clockid: int = DEFAULT_CLOCKID,
     ) -> None:
         self.command = command
         self.pids = pids
@@ -96,6 +104,7 @@ class RecordOptions(Frozen):
         self.compress = compress
         self.cmdline = cmdline
         self.filters = filters
+        self.clockid = clockid
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""
@@ -165,6 +174,18 @@ def check_dwarf_stack_size(size: int) -> None:
     if not 8 <= size <= MAX_DWARF_STACK:
         raise UsageError(f"--call-graph dwarf,{size}: the stack size must be between 8 and "
                          f"{MAX_DWARF_STACK} bytes.")
+
+
+def parse_clockid(text: str) -> int:
+    """-k's clock: perf's names (``mono``, ``monotonic``, ``raw``, ``realtime``, ``boot``,
+    ``tai``, with or without ``CLOCK_``) or a clock id number."""
+    name = text.strip().lower().removeprefix("clock_")
+    name = CLOCK_ALIASES.get(name, name)
+    if name in CLOCKS:
+        return CLOCKS[name]
+    if name.isdigit() and int(name) in CLOCKS.values():
+        return int(name)
+    raise UsageError(f"-k {text!r}: the clocks are {', '.join(CLOCKS)} (or mono, raw, real, boot).")
 
 
 def parse_call_graph(text: str) -> int | None:

@@ -131,7 +131,7 @@ def build_attr(
         watermark=1,
         wakeup_events=wakeup_watermark(data_size),  # union: wakeup_watermark, in bytes
         use_clockid=1,
-        clockid=time.CLOCK_MONOTONIC,
+        clockid=opts.clockid,
         exclude_user=int(spec.exclude_user or opts.kernel_only),
         exclude_kernel=int(spec.exclude_kernel or opts.user_only),
         precise_ip=spec.precise_ip,
@@ -394,7 +394,8 @@ class Recorder:
             {"name": e.name, "attr": attr_to_dict(e.attr), "ids": list(e.ids)} for e in self.events
         ]
         cmdline = list(self.opts.cmdline) or list(sys.argv)
-        return metadata.build_header(target=self._target_dict(), events=events, cmdline=cmdline)
+        return metadata.build_header(target=self._target_dict(), events=events, cmdline=cmdline,
+                                     clockid=self.opts.clockid)
 
     def _layout(self) -> tuple[R.SampleLayout, int]:
         first = self.events[0]

@@ -23,8 +23,10 @@ PERCENTAGES: tuple[str, ...] = ("absolute", "relative")
 class TimeRange:
     """One ``--time`` range. ``unit`` "s": seconds, either perf's absolute timestamps (as
     ``script`` prints them) or, for values before the capture's start, seconds from the start;
-    ``unit`` "%": fractions (0..1) of the span from the first sample to the last. An end of
-    None is open; ``inclusive_end`` is False for a slice followed by another slice."""
+    ``unit`` "%": fractions (0..1) of the span from the first sample to the last; ``unit``
+    "wall": seconds since the epoch (dates), put on the sample clock once the capture is known
+    (:func:`on_sample_clock`). An end of None is open; ``inclusive_end`` is False for a slice
+    followed by another slice."""
 
     unit: str
     start: float | None
@@ -33,7 +35,8 @@ class TimeRange:
 
 
 _TIME_HELP = ("START,END in seconds (as script prints them, or from the capture's start), several "
-              "ranges separated by spaces, or percentages: 10%-20%, 10%/2, 0%-10%,30%-40%")
+              "ranges separated by spaces, percentages: 10%-20%, 10%/2, 0%-10%,30%-40%, or dates: "
+              "2026-11-27T10:00:00,+30s (local time unless it ends in Z or +HH:MM)")
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,8 @@ def parse_time(text: str) -> tuple[TimeRange, ...]:
     text = text.strip()
     if "%" in text:
         return tuple(_percent_range(part, text) for part in text.replace(" ", ",").split(",") if part)
-    ranges = tuple(_seconds_range(part, text) for part in text.split())
+    ranges = tuple(_wall_range(part, text) if _DATE.match(part) else _seconds_range(part, text)
+                   for part in text.split())
     if not ranges:
         raise UsageError(f"--time {text!r}: give {_TIME_HELP}.")
     return ranges
@@ -173,6 +177,58 @@ def _seconds_range(part: str, text: str) -> TimeRange:
     if start is not None and end is not None and end < start:
         raise UsageError(f"--time {text!r}: the range {part} ends before it starts.")
     return TimeRange("s", start, end)
+
+
+import re  # noqa: E402  (with the date forms it reads)
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}T")
+_SPAN = re.compile(r"^\+(\d+(?:\.\d*)?)(ns|us|ms|s|m|h)$")
+_SPAN_NS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _wall_range(part: str, text: str) -> TimeRange:
+    """``DATE,DATE``, ``DATE,+30s`` (a length: ns, us, ms, s, m, h) or ``DATE,`` (open)."""
+    import datetime
+
+    lo, sep, hi = part.partition(",")
+    if not sep:
+        raise UsageError(f"--time {text!r}: give {_TIME_HELP}.")
+
+    def date(value: str) -> float:
+        try:
+            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            raise UsageError(f"--time {text!r}: {value!r} is not a date (2026-11-27T10:00:00).") from None
+
+    start = date(lo)
+    if not hi.strip():
+        return TimeRange("wall", start, None)
+    span = _SPAN.match(hi.strip())
+    end = start + float(span.group(1)) * _SPAN_NS[span.group(2)] if span else date(hi)
+    if end < start:
+        raise UsageError(f"--time {text!r}: the range {part} ends before it starts.")
+    return TimeRange("wall", start, end)
+
+
+def on_sample_clock(ranges: tuple[TimeRange, ...], start_time_ns: int | None,
+                    start_perf_clock_ns: int | None) -> tuple[TimeRange, ...]:
+    """``ranges`` with their dates put on the capture's sample clock (absolute seconds, as
+    script prints them); a ReportError when the capture does not say when its clock started."""
+    if not any(r.unit == "wall" for r in ranges):
+        return ranges
+    if start_time_ns is None or start_perf_clock_ns is None:
+        from profiler.errors import ReportError
+
+        raise ReportError("--time with dates needs the capture's wall-clock start (a perf.data file needs "
+                          "perf record -k; profiler record always keeps it).")
+    offset = (start_time_ns - start_perf_clock_ns) / 1e9
+    first = start_perf_clock_ns / 1e9  # a clock value at or after the start: read as absolute
+
+    def clock(sec: float | None) -> float | None:
+        return None if sec is None else max(first, sec - offset)
+
+    return tuple(TimeRange("s", clock(r.start), clock(r.end), r.inclusive_end) if r.unit == "wall" else r
+                 for r in ranges)
 
 
 def _percent(value: str, text: str) -> float:

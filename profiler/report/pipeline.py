@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,7 +58,7 @@ from profiler.report.assemble import (
 from profiler.report.capture import Capture
 from profiler.report.groupread import member_samples, reads_group
 from profiler.report.model import StackSet
-from profiler.report.options import LoadOptions
+from profiler.report.options import LoadOptions, on_sample_clock
 from profiler.report.profile import Profile, stack_profile
 from profiler.report.replay import ReplayResult, replay
 from profiler.report.tally import Tally, check_cpu_filter
@@ -85,6 +86,7 @@ def load_profile(options: LoadOptions, capture: Capture | None = None, event: st
     environment, to compare) always decodes whole: a row per sample. ``keep_cpu=False`` when
     no output shows the cpu (rows of every CPU are then summed together)."""
     capture = capture or Capture(options.input, options.callchains)
+    options = on_capture_clock(options, capture)
     index = capture.event_index(event or options.filters.event)
     if not (whole or os.environ.get("PROFILER_TALLY") == "0" or needs_whole(options, capture, index)):
         (progress or _quiet)("decoding")
@@ -92,6 +94,16 @@ def load_profile(options: LoadOptions, capture: Capture | None = None, event: st
         if tally is not None:
             return _from_tally(options, capture, index, tally, progress or _quiet)
     return _from_whole(options, capture, index, progress or _quiet)
+
+
+def on_capture_clock(options: LoadOptions, capture: Capture) -> LoadOptions:
+    """``options`` with --time's dates put on the capture's sample clock."""
+    ranges = options.filters.time
+    if not ranges or all(r.unit != "wall" for r in ranges):
+        return options
+    info = capture.info
+    timed = on_sample_clock(ranges, info.start_time_ns, info.start_perf_clock_ns)
+    return replace(options, filters=replace(options.filters, time=timed))
 
 
 def needs_whole(options: LoadOptions, capture: Capture, index: int) -> bool:
@@ -143,6 +155,7 @@ def stream_profiles(options: LoadOptions, capture: Capture, events: list[int],
     window of whole profiles. ``totals`` is filled as the windows go."""
     from profiler.report.windows import windows
 
+    options = on_capture_clock(options, capture)
     streamed = None
     if os.environ.get("PROFILER_TALLY") != "0" and not any(needs_whole(options, capture, e) for e in events):
         streamed = windows(options, capture, events, totals)

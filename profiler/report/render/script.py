@@ -98,7 +98,7 @@ def render_merged(out: TextIO, streams: list[Iterator[SampleText]]) -> None:
 # --- -F field selection, tracepoint payloads ---------------------------------------------------
 
 FIELDS: tuple[str, ...] = ("comm", "tid", "pid", "time", "cpu", "event", "ip", "sym", "symoff",
-                           "dso", "srcline", "period", "trace")
+                           "dso", "srcline", "period", "trace", "tod")
 DEFAULT_FIELDS: tuple[str, ...] = ("comm", "pid", "tid", "cpu", "time", "period", "event", "ip", "sym",
                                    "symoff", "dso")
 TRACEPOINT_FIELDS: tuple[str, ...] = ("comm", "tid", "cpu", "time", "event", "trace", "ip", "sym",
@@ -140,6 +140,25 @@ def render_fields(out: TextIO, profile: Profile, fields: tuple[str, ...]) -> Non
         out.write(text)
 
 
+def _wall_offset(profile: Profile) -> int:
+    """What puts a sample time on the wall clock; a ReportError when the capture cannot say."""
+    from profiler.errors import ReportError
+
+    h = profile.header
+    if h.start_time_ns is None or h.start_perf_clock_ns is None:
+        raise ReportError("cannot print 'tod': the capture does not say when its clock started (a perf.data "
+                          "file needs perf record -k; profiler record always keeps it).")
+    return h.start_time_ns - h.start_perf_clock_ns
+
+
+def time_of_day(wall_ns: int) -> str:
+    """perf script's ``tod``: local date and time with microseconds."""
+    import time
+
+    seconds, ns = divmod(wall_ns, 1_000_000_000)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) + f".{ns // 1000:06d}"
+
+
 def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleText]:
     """The ``-F`` layout's text of every sample, in time order."""
     from profiler.report.tracepoint_print import TracePrinter
@@ -155,6 +174,7 @@ def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleTex
     blocks: dict[int, str] = {}
     singles: dict[int, str] = {}  # a stack's sampled frame, on the sample's line
     comms = profile.comm_names
+    wall_offset = _wall_offset(profile) if "tod" in f else 0
     pids, tids, cpus, times = s.pid.tolist(), s.tid.tolist(), s.cpu.tolist(), s.time.tolist()
     periods, seqs, comm_of, stack_of = s.period.tolist(), s.seq.tolist(), profile.comm.tolist(), profile.stack.tolist()
     for i in range(len(s)):
@@ -168,6 +188,8 @@ def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleTex
             parts.append(f"{pid if 'pid' in f else tid:5d} ")
         if "cpu" in f:
             parts.append(f"[{'%.3d' % cpus[i]}] ")  # an unknown CPU (-1) as perf prints it: -001
+        if "tod" in f:
+            parts.append(time_of_day(times[i] + wall_offset) + " ")
         if "time" in f:
             t = times[i]
             parts.append(f"{t // 1_000_000_000:5d}.{(t % 1_000_000_000) // 1000:06d}: ")
