@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from profiler.format import abi as R
-from profiler.format.attr import perf_event_attr
+from profiler.errors import UsageError
+from profiler.format.attr import PERF_TYPE_TRACEPOINT, perf_event_attr
 from profiler.record.events import EventSpec, parse_event_groups
 from profiler.value import Frozen
 
@@ -53,3 +54,26 @@ def configure(attr: perf_event_attr, member: Member) -> None:
     if not member.sampled:
         attr.freq = 0
         attr.sample_period = 0
+
+
+def member_filters(events: tuple[str, ...], filters: tuple[tuple[int, str], ...],
+                   specs: list[Member]) -> list[str | None]:
+    """Each event's ``--filter`` (None without one): ``filters`` holds (index of the -e
+    argument, filter); a filter applies to every event of its -e argument, which must be
+    tracepoints (perf's address filters are not supported)."""
+    out: list[str | None] = [None] * len(specs)
+    if not filters:
+        return out
+    wanted = dict(filters)
+    start = 0
+    for i, text in enumerate(events):
+        count = len(members_of((text,)))
+        expr = wanted.get(i)
+        if expr is not None:
+            for k in range(start, min(start + count, len(specs))):
+                if specs[k].spec.type != PERF_TYPE_TRACEPOINT:
+                    raise UsageError(f"--filter applies to tracepoint events, and {specs[k].spec.name} is not one "
+                                     f"(address filters are not supported).")
+                out[k] = expr
+        start += count
+    return out

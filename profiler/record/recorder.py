@@ -33,7 +33,7 @@ from profiler.format.container.writer import CaptureWriter
 from profiler.names import KERNEL_DSO
 from profiler.record import kallsyms, metadata, perf_event, synth
 from profiler.record.events import EventSpec, default_event, split_modifiers
-from profiler.record.groups import Member, configure, members_of
+from profiler.record.groups import Member, configure, member_filters, members_of
 from profiler.record.options import DEFAULT_FREQ, RecordOptions
 from profiler.record.session import OpenedEvent, Session
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
@@ -194,27 +194,6 @@ def resolve_events(opts: RecordOptions) -> tuple[list[Member], list[str]]:
     return [m.replace(spec=_privilege_label(m.spec, opts)) for m in members], notices
 
 
-def _member_filters(opts: RecordOptions, specs: list[Member]) -> list[str | None]:
-    """Each event's ``--filter`` (None without one): a filter applies to every event of its
-    -e argument, which must be tracepoints (perf's address filters are not supported)."""
-    out: list[str | None] = [None] * len(specs)
-    if not opts.filters:
-        return out
-    wanted = dict(opts.filters)
-    start = 0
-    for i, text in enumerate(opts.events):
-        count = len(members_of((text,)))
-        expr = wanted.get(i)
-        if expr is not None:
-            for k in range(start, min(start + count, len(specs))):
-                if specs[k].spec.type != PERF_TYPE_TRACEPOINT:
-                    raise UsageError(f"--filter applies to tracepoint events, and {specs[k].spec.name} is not one "
-                                     f"(address filters are not supported).")
-                out[k] = expr
-        start += count
-    return out
-
-
 def _privilege_label(spec: EventSpec, opts: RecordOptions) -> EventSpec:
     """``--kernel-only`` / ``--user-only`` show in the event's name as perf's ``:k`` / ``:u``
     modifiers do (``cpu-clock:k``), unless the event already carries modifiers."""
@@ -358,7 +337,7 @@ class Recorder:
                               sample_cpu=sample_cpu)
             configure(attr, member)
             self.events.append(OpenedEvent(member.spec.name, attr))
-        filters = _member_filters(self.opts, specs)
+        filters = member_filters(self.opts.events, self.opts.filters, specs)
         opened_any = False
         leader_fds: dict[tuple[int, int, int], int] = {}  # (event, pid, cpu) -> fd, for group_fd
         for cpu in cpus:
