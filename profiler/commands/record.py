@@ -27,7 +27,7 @@ def _command(command: tuple[str, ...], archive: bool, **kwargs: Any) -> None:
     record_args.run(command=command, archive=archive, filter_after=record_args.filter_positions(order), **kwargs)
 
 
-_ORDER = "profiler.record.option_order"
+_ORDER = "record: option order"
 
 
 class _OrderedCommand(click.Command):
