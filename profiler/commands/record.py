@@ -9,14 +9,16 @@ from typing import Any
 import click
 
 from profiler.commands import record_args
-from profiler.commands.record_args import FLAG, MULTIPLE, OPTIONS, Option
+from profiler.commands.record_args import FLAG, MULTIPLE, OPTIONAL, OPTIONS, Option
 
 
 def _click_option(opt: Option) -> Callable[[Any], Any]:
     kind: dict[str, Any] = {"is_flag": True} if opt.kind == FLAG else {"type": opt.convert}
     if opt.kind == MULTIPLE:
         kind["multiple"] = True
-    if opt.default is not None:
+    if opt.kind == OPTIONAL:  # --name alone means the default; not given: None
+        kind.update(is_flag=False, flag_value=opt.default, default=None)
+    elif opt.default is not None:
         kind.update(default=opt.default, show_default=True)
     return click.option(*opt.names, opt.dest, metavar=opt.metavar, help=opt.help, **kind)
 

@@ -31,12 +31,14 @@ TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profile
 if TYPE_CHECKING:
     from typing import Any
 
-FLAG, VALUE, MULTIPLE = "flag", "value", "multiple"
+FLAG, VALUE, MULTIPLE, OPTIONAL = "flag", "value", "multiple", "optional"
 
 
 class Option:
     """One option: its names, the keyword it fills, and how it is read (FLAG: True when given;
-    VALUE: the next argument, the last one given wins; MULTIPLE: a tuple of every one given)."""
+    VALUE: the next argument, the last one given wins; MULTIPLE: a tuple of every one given;
+    OPTIONAL: ``--name=VALUE`` or ``--name`` alone for ``default``'s flag value, read by click
+    only)."""
 
     __slots__ = ("names", "dest", "kind", "convert", "metavar", "default", "help")
 
@@ -61,6 +63,8 @@ class Option:
     @property
     def unset(self) -> Any:
         """The value when the option is not given, as click passes it."""
+        if self.kind == OPTIONAL:
+            return None
         return {FLAG: False, MULTIPLE: ()}.get(self.kind, self.default)
 
 
@@ -83,6 +87,13 @@ OPTIONS: tuple[Option, ...] = (
     Option(("-a", "--all-cpus"), "all_cpus", help="System-wide: every process on every CPU."),
     Option(("-C", "--cpu"), "cpu", VALUE, metavar="CPULIST", help="Only these CPUs, e.g. 0-1,3."),
     Option(("--duration",), "duration", VALUE, float, metavar="SECONDS", help="Stop after this many seconds."),
+    Option(("--switch-output",), "switch_output", OPTIONAL, metavar="[=signal|SIZE|TIME]", default="signal",
+           help="Cut the recording into files OUTPUT.TIMESTAMP, each a whole capture that reports alone: "
+                "on SIGUSR2 (alone, or =signal), when a file reaches SIZE (=100M) or every TIME (=30s, =5m)."),
+    Option(("--switch-max-files",), "switch_max_files", VALUE, int, metavar="N",
+           help="With --switch-output, keep the newest N files (older ones are deleted)."),
+    Option(("--max-size",), "max_size", VALUE, metavar="SIZE",
+           help="With --switch-output, keep the newest files that fit in SIZE together (1G)."),
     Option(("-k", "--clockid"), "clockid", VALUE, metavar="CLOCK",
            help="The clock of sample times: monotonic (default), monotonic_raw, realtime, boottime, tai "
                 "(perf's -k; the capture keeps its offset to wall time either way: script -F tod, "
@@ -121,7 +132,7 @@ def parse(args: list[str]) -> dict[str, Any] | None:
             i += 1
             break
         opt = by_name.get(args[i])
-        if opt is None or (opt.kind != FLAG and i + 1 == len(args)):
+        if opt is None or opt.kind == OPTIONAL or (opt.kind != FLAG and i + 1 == len(args)):
             return None
         if opt.kind == FLAG:
             values[opt.dest] = True
@@ -210,6 +221,9 @@ def options_from_cli(
     filter_: tuple[str, ...] = (),
     filter_after: tuple[int, ...] = (),
     clockid: str | None = None,
+    switch_output: str | None = None,
+    switch_max_files: int | None = None,
+    max_size: str | None = None,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -246,6 +260,9 @@ def options_from_cli(
         cmdline=tuple(sys.argv),
         filters=event_filters(event, filter_, filter_after),
         clockid=parse_clockid(clockid) if clockid is not None else RecordOptions.clockid,
+        switch_output=switch_output,
+        switch_max_files=switch_max_files,
+        max_size=max_size,
     )
     opts.validate()
     return opts

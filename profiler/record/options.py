@@ -47,11 +47,15 @@ class RecordOptions(Frozen):
     cmdline: tuple[str, ...] = ()
     filters: tuple[tuple[int, str], ...] = ()  # --filter: (index into events, tracepoint filter)
     clockid: int = DEFAULT_CLOCKID  # -k: the clock of every sample's time
+    switch_output: str | None = None  # --switch-output: signal, SIZE or TIME (profiler/record/rotate.py)
+    switch_max_files: int | None = None
+    max_size: str | None = None  # --max-size: the rotated files' total
 
     _fields = (
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
+        "switch_output", "switch_max_files", "max_size",
     )
 
     def __init__(
@@ -80,6 +84,9 @@ class RecordOptions(Frozen):
         cmdline: tuple[str, ...] = (),
         filters: tuple[tuple[int, str], ...] = (),
         clockid: int = DEFAULT_CLOCKID,
+        switch_output: str | None = None,
+        switch_max_files: int | None = None,
+        max_size: str | None = None,
     ) -> None:
         self.command = command
         self.pids = pids
@@ -105,6 +112,9 @@ class RecordOptions(Frozen):
         self.cmdline = cmdline
         self.filters = filters
         self.clockid = clockid
+        self.switch_output = switch_output
+        self.switch_max_files = switch_max_files
+        self.max_size = max_size
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""
@@ -113,6 +123,12 @@ class RecordOptions(Frozen):
             raise UsageError("nothing to record: give a command after '--', -p PID, -t TID or -a.")
         if self.system_wide and (self.pids or self.tids):
             raise UsageError("-a (all CPUs) cannot be combined with -p or -t.")
+        if (self.switch_max_files is not None or self.max_size) and self.switch_output is None:
+            raise UsageError("--switch-max-files and --max-size apply to the files of --switch-output.")
+        if self.switch_output is not None and self.output in ("-", "/dev/stdout"):
+            raise UsageError("--switch-output writes files: give -o a file name, not standard output.")
+        if self.switch_max_files is not None and self.switch_max_files < 1:
+            raise UsageError("--switch-max-files keeps at least 1 file.")
         if self.freq is not None and self.period is not None:
             raise UsageError("-F (frequency) and -c (period) cannot be used together.")
         if self.freq is not None:

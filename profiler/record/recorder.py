@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
-from types import FrameType, SimpleNamespace
+from types import SimpleNamespace
 
 from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageError
 from profiler.format import abi as R
@@ -36,6 +36,8 @@ from profiler.record.events import EventSpec, default_event, split_modifiers
 from profiler.record.groups import Member, configure, member_filters, members_of
 from profiler.record.options import DEFAULT_FREQ, RecordOptions
 from profiler.record.session import OpenedEvent, Session
+from profiler.record.rotate import Rotation, SwitchOutput, Totals, parse_size, process_tree, summed
+from profiler.record.stopper import Stopper, installed
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
 from profiler.value import Value
 
@@ -217,72 +219,6 @@ def resolve_cpus(opts: RecordOptions) -> list[int]:
     return list(opts.cpus)
 
 
-class Stopper:
-    """SIGINT/SIGTERM handlers that ask the loop to stop, wake poll() through a pipe, and
-    pass the signal on to the command unless the terminal already sent it to the whole
-    foreground process group (Ctrl-C reaches the command directly, as in a shell)."""
-
-    def __init__(self, child: Child | None) -> None:
-        self.child = child
-        self.signal: int | None = None
-        self.read_fd = self.write_fd = -1
-        self._saved: dict[int, Any] = {}
-
-    _pending = False  # a signal came before the command was attached
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.signal = signum
-        if self.child is None:
-            self._pending = True
-        elif not _terminal_sent_it(signum):
-            self.child.kill(signum)
-
-    def attach(self, child: Child) -> None:
-        """From now on a signal is passed on to ``child``; one that came before is passed now."""
-        self.child = child
-        if self._pending and self.signal is not None:
-            self._pending = False
-            if not _terminal_sent_it(self.signal):
-                child.kill(self.signal)
-
-    @staticmethod
-    def _on_child(signum: int, frame: FrameType | None) -> None:
-        """Only here so that SIGCHLD writes to the wakeup pipe."""
-
-    def install(self) -> None:
-        self.read_fd, self.write_fd = os.pipe()
-        os.set_blocking(self.read_fd, False)
-        os.set_blocking(self.write_fd, False)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._saved[sig] = signal.signal(sig, self._on_signal)
-        self._saved[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, self._on_child)
-        signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
-
-    def restore(self) -> None:
-        signal.set_wakeup_fd(-1)
-        for sig, handler in self._saved.items():
-            signal.signal(sig, handler)
-        self._saved.clear()
-        for fd in (self.read_fd, self.write_fd):
-            os.close(fd)
-
-    def clear(self) -> None:
-        try:
-            while os.read(self.read_fd, 256):
-                pass
-        except BlockingIOError:
-            pass
-
-
-def _terminal_sent_it(signum: int) -> bool:
-    if signum != signal.SIGINT:
-        return False
-    try:
-        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
-    except OSError:
-        return False
-
-
 class Recorder:
     """One recording. ``run()`` returns the result; errors are ProfilerError sentences."""
 
@@ -296,6 +232,13 @@ class Recorder:
         self.threads: list[Thread] = []
         self.events: list[OpenedEvent] = []
         self.notices: list[str] = []
+        self.rotation = None if opts.switch_output is None else Rotation(
+            SwitchOutput.parse(opts.switch_output), opts.output, opts.switch_max_files,
+            parse_size(opts.max_size, "--max-size") if opts.max_size else None)
+        self._done = Totals()  # the files --switch-output already finished
+        self._file_started = 0.0  # when the current file was started (monotonic)
+        self._version: tuple[int, int] = VERSION_PLAIN
+        self._tracepoint_formats: Any = None
 
     # setup ---------------------------------------------------------------------------------
 
@@ -432,7 +375,10 @@ class Recorder:
             "kallsyms": packed, "count": kallsyms.count(packed), "coverage": "sampled",
             "source": "recorded"})
 
-    def _synthesize(self, writer: CaptureWriter, text_address: int | None, modules_text: str) -> None:
+    def _synthesize(self, writer: CaptureWriter, text_address: int | None, modules_text: str,
+                    live: bool = False) -> None:
+        """The state before the first record: the kernel and the target processes (``live``:
+        at a --switch-output switch, the command's process tree as it is now too)."""
         layout, ident = self._layout()
         records: list[SimpleNamespace] = []
         if text_address is not None:
@@ -442,6 +388,8 @@ class Recorder:
             records.extend(synth.idle_records(ident))
         else:
             pids = sorted({t.pid for t in self.threads})
+            if live and self.child is not None and self.child.pid is not None:
+                pids = sorted({*pids, *process_tree(self.child.pid)})
         for pid in pids:
             records.extend(synth.process_records(pid, ident, data_mmaps=self.opts.data_mmaps))
         mapped = self.session.stats.mapped
@@ -459,8 +407,13 @@ class Recorder:
             timeout = POLL_MS
             if deadline is not None:
                 timeout = max(0, min(POLL_MS, int((deadline - time.monotonic()) * 1000) + 1))
+            if self.rotation is not None:
+                timeout = min(timeout, self.rotation.wait_ms() or timeout)
             ready = self.session.wait(timeout)
             self.session.drain(writer)
+            if self.rotation is not None and self.rotation.due(writer.bytes_written, stopper.switch_requested):
+                stopper.switch_requested = False
+                writer = self._switch(writer)
             # the signal pipe (SIGINT/SIGTERM, and SIGCHLD when the command exits) or a quiet
             # poll timeout: only then is there anything to check; a busy recording's wakeups
             # are ring buffers crossing their watermark, and each costs no more than the copy
@@ -476,9 +429,35 @@ class Recorder:
             if self.threads and self.session.all_hung_up:
                 return  # every target exited: a timer command still running gets SIGTERM
 
+    def _switch(self, writer: CaptureWriter) -> CaptureWriter:
+        """--switch-output: finish the current file (the rings were just drained into it) and
+        start the next, a whole capture of its own: host facts, the processes as they are now;
+        then drop the oldest files beyond the limits."""
+        assert self.rotation is not None
+        stats = self.session.stats
+        self._done.add(stats, writer.bytes_written)
+        self._close_file(writer, self._file_started)
+        self.session.stats = stats.fresh()
+        self.writer = writer = CaptureWriter.create(self.rotation.next_path(), self._header(), self._version)
+        self._file_started = time.monotonic()
+        text_address, modules_text = self._write_host_facts(writer)
+        if self._tracepoint_formats is not None:
+            writer.write_meta("tracepoint_formats", self._tracepoint_formats)
+        self._synthesize(writer, text_address, modules_text, live=True)
+        self.rotation.prune()
+        return writer
+
     def _finish(self, writer: CaptureWriter, started: float) -> None:
         self.session.disable()
         self.session.drain(writer)
+        if self.rotation is not None:
+            self._close_file(writer, self._file_started)
+            self.rotation.prune()
+            return
+        self._close_file(writer, started)
+
+    def _close_file(self, writer: CaptureWriter, started: float) -> None:
+        """The closing metadata of one capture file (build-ids, kernel symbols, lost, stats)."""
         stats = self.session.stats
         stats.mapped.finish()
         writer.write_meta("buildids", {"entries": stats.mapped.entries()})
@@ -546,32 +525,36 @@ class Recorder:
         if not self.sample_cpu:
             version = VERSION_FRAME_CPU  # samples take their CPU from their frame
         error: ProfilerError | None = None
-        started = time.monotonic()
+        started = self._file_started = time.monotonic()
         # The handlers are in place before the capture file exists, as perf installs its own
         # before it creates perf.data: a SIGINT while the host facts are read ends the
         # recording like one during the loop.
         stopper = Stopper(None)
-        with _installed(stopper):
-            writer = CaptureWriter.create(self.opts.output, self._header(), version, keep_old=True)
+        stopper.on_switch_signal = self.rotation is not None and self.rotation.spec.kind == "signal"
+        self._version = version
+        with installed(stopper):
+            path = self.rotation.next_path() if self.rotation is not None else self.opts.output
+            self.writer = CaptureWriter.create(path, self._header(), version, keep_old=self.rotation is None)
             try:
-                self._setup_and_loop(writer, stopper, specs)
-                self._finish(writer, started)
+                self._setup_and_loop(self.writer, stopper, specs)
+                self._finish(self.writer, started)
             except DiskFullError as exc:
                 error = exc.with_traceback(None)  # its frames hold views of the ring buffers
                 self.session.disable()
-                writer.abort()
+                self.writer.abort()
                 if not self._released:
                     raise error from None  # the command never ran: run() lets it exit unstarted
             except BaseException:
-                writer.abort()
+                self.writer.abort()
                 raise
+        done = self._done
         result = RecordResult(
             exit_code=0,
-            path=self.opts.output,
-            samples=self.session.stats.samples,
-            lost=self.session.stats.lost,
-            bytes_written=writer.bytes_written,
-            lost_per_cpu=dict(self.session.stats.lost_per_cpu),
+            path=self.writer.path if self.rotation is None else self.rotation.describe(),
+            samples=self.session.stats.samples + done.samples,
+            lost=self.session.stats.lost + done.lost,
+            bytes_written=self.writer.bytes_written + done.bytes_written,
+            lost_per_cpu=summed(done.lost_per_cpu, self.session.stats.lost_per_cpu),
             notices=self.notices,
         )
         self.session.close()
@@ -591,7 +574,8 @@ class Recorder:
         text_address, modules_text = self._write_host_facts(writer)
         tracepoints = [m.spec.name for m in specs if m.spec.type == PERF_TYPE_TRACEPOINT]
         if tracepoints:
-            writer.write_meta("tracepoint_formats", metadata.tracepoint_formats(tracepoints))
+            self._tracepoint_formats = metadata.tracepoint_formats(tracepoints)
+            writer.write_meta("tracepoint_formats", self._tracepoint_formats)
         self._print_notices()
         self.session.register_wakeup(stopper.read_fd)
         if stopper.signal is not None:
@@ -666,15 +650,6 @@ def drain_scheduling(slice_ns: int, boost: int) -> Iterator[tuple[bool, bool]]:
     finally:
         if applied and saved is not None:
             perf_event.set_sched_attr(saved)
-
-
-@contextmanager
-def _installed(stopper: Stopper) -> Iterator[None]:
-    stopper.install()
-    try:
-        yield
-    finally:
-        stopper.restore()
 
 
 def record(opts: RecordOptions, stderr: TextIO = sys.stderr) -> RecordResult:

@@ -110,6 +110,11 @@ class StreamStats(Value):
         self.kernel_addresses: set[int] = set() if kernel_addresses is None else kernel_addresses
         self._kernel_words: list[bytes | memoryview] = []
 
+    def fresh(self) -> StreamStats:
+        """Empty statistics for the next file of a --switch-output recording (the settings
+        kept: which build-ids to trust, what counts as a kernel address)."""
+        return StreamStats(kernel_build_ids=self.kernel_build_ids, kernel_floor=self.kernel_floor, span=self.span)
+
     @property
     def samples(self) -> int:
         return self.counts.get(R.PERF_RECORD_SAMPLE, 0)

@@ -1,0 +1,98 @@
+"""``record --switch-output`` (issue 29): files that each report alone, nothing lost or counted
+twice across a switch, the disk bounded by --switch-max-files and --max-size, SIGUSR2."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("require_perf")]
+EXECS = 60
+
+
+def profiler(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "profiler", *args], capture_output=True, text=True, timeout=180,
+                          **kw)  # type: ignore[call-overload]
+
+
+def exec_loop(n: int = EXECS) -> list[str]:
+    """A shell that runs /bin/true and sleep n times: exactly 2n + 1 execs (the shell's own)."""
+    return ["sh", "-c", f"i=0; while [ $i -lt {n} ]; do /bin/true; sleep 0.015; i=$((i+1)); done"]
+
+
+def execs(path: Path) -> int:
+    res = profiler("script", "-i", str(path), "--event", "sched:sched_process_exec", "-F", "comm")
+    assert res.returncode == 0, res.stderr
+    return len([line for line in res.stdout.splitlines() if line.strip()])
+
+
+def test_no_record_is_lost_or_doubled_across_switches(tmp_path: Path) -> None:
+    one = tmp_path / "one.prof"
+    res = profiler("record", "-q", "-e", "sched:sched_process_exec", "-o", str(one), "--", *exec_loop())
+    assert res.returncode == 0, res.stderr
+    res = profiler("record", "-q", "-e", "sched:sched_process_exec", "--switch-output", "250ms",
+                   "-o", str(tmp_path / "rot.prof"), "--", *exec_loop())
+    assert res.returncode == 0, res.stderr
+    files = sorted(tmp_path.glob("rot.prof.*"))
+    assert len(files) >= 3
+    assert execs(one) == 2 * EXECS + 1
+    assert sum(execs(f) for f in files) == 2 * EXECS + 1  # every exec once, in exactly one file
+
+
+def test_each_file_reports_alone(tmp_path: Path, fixtures_dir: Path) -> None:
+    res = profiler("record", "-q", "-g", "--switch-output", "300ms", "-o", str(tmp_path / "s.prof"), "--",
+                   str(fixtures_dir / "workloads" / "shares"), "1")
+    assert res.returncode == 0, res.stderr
+    files = sorted(tmp_path.glob("s.prof.*"))
+    assert len(files) >= 3
+    middle = files[len(files) // 2]
+    for other in files:
+        if other != middle:
+            other.unlink()  # nothing of the other files is needed
+    rep = profiler("report", "-i", str(middle), "--no-children", "-g", "none", "--sort", "dso,sym")
+    assert rep.returncode == 0, rep.stderr
+    named = {line.split()[-1] for line in rep.stdout.splitlines() if line.strip() and not line.startswith("#")}
+    assert {"work_a", "work_b", "work_c"} <= named, rep.stdout
+    info = profiler("info", "-i", str(middle))
+    assert info.returncode == 0 and "ended cleanly: yes" in info.stdout
+
+
+def test_disk_bounded_by_file_count_and_total_size(tmp_path: Path) -> None:
+    res = profiler("record", "-q", "-e", "sched:sched_process_exec", "--switch-output", "200ms",
+                   "--switch-max-files", "2", "-o", str(tmp_path / "n.prof"), "--", *exec_loop(50))
+    assert res.returncode == 0, res.stderr
+    assert len(list(tmp_path.glob("n.prof.*"))) == 2
+    res = profiler("record", "-q", "-F", "1000", "--switch-output", "100ms", "--max-size", "40K",
+                   "-o", str(tmp_path / "m.prof"), "--", *exec_loop(50))
+    assert res.returncode == 0, res.stderr
+    kept = list(tmp_path.glob("m.prof.*"))
+    assert kept and sum(p.stat().st_size for p in kept[:-1]) <= 40 * 1024
+
+
+def test_sigusr2_switches(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "profiler", "record", "-q", "-e", "sched:sched_process_exec",
+                             "--switch-output", "-o", str(tmp_path / "u.prof"), "--", *exec_loop(70)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(2):
+        time.sleep(0.4)
+        os.kill(proc.pid, signal.SIGUSR2)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    files = sorted(tmp_path.glob("u.prof.*"))
+    assert len(files) == 3 and sum(execs(f) for f in files) == 141
+
+
+def test_bad_rotation_options_are_one_sentence(tmp_path: Path) -> None:
+    out = str(tmp_path / "x.prof")
+    for args, said in ((["--switch-output", "5x"], "give signal, a size"),
+                       (["--switch-max-files", "2"], "apply to the files of --switch-output"),
+                       (["--switch-output", "1s", "-o", "-"], "give -o a file name"),
+                       (["--switch-output", "1s", "--max-size", "lots"], "give a size")):
+        res = profiler("record", "-q", *args, *(["-o", out] if "-o" not in args else []), "--", "true")
+        assert res.returncode == 2 and said in res.stderr and "Traceback" not in res.stderr, res.stderr
