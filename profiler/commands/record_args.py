@@ -94,6 +94,15 @@ OPTIONS: tuple[Option, ...] = (
            help="With --switch-output, keep the newest N files (older ones are deleted)."),
     Option(("--max-size",), "max_size", VALUE, metavar="SIZE",
            help="With --switch-output, keep the newest files that fit in SIZE together (1G)."),
+    Option(("--push",), "push_url", VALUE, metavar="URL",
+           help="With --switch-output, send each finished file in the background to an OTLP/HTTP receiver "
+                "(or --push-format pyroscope), through a queue on disk (OUTPUT.push-queue) that a later "
+                "recording with the same -o resumes."),
+    Option(("--push-format",), "push_format", VALUE, metavar="otlp|pyroscope", default="otlp",
+           help="What --push sends: OTLP profiles, or pprof to Pyroscope's /ingest."),
+    Option(("--push-tenant",), "push_tenant", VALUE, metavar="ID", help="--push's X-Scope-OrgID."),
+    Option(("--push-token-env",), "push_token_env", VALUE, metavar="VAR",
+           help="--push's bearer token, read from environment variable VAR (never printed)."),
     Option(("-k", "--clockid"), "clockid", VALUE, metavar="CLOCK",
            help="The clock of sample times: monotonic (default), monotonic_raw, realtime, boottime, tai "
                 "(perf's -k; the capture keeps its offset to wall time either way: script -F tod, "
@@ -224,6 +233,10 @@ def options_from_cli(
     switch_output: str | None = None,
     switch_max_files: int | None = None,
     max_size: str | None = None,
+    push_url: str | None = None,
+    push_format: str = "otlp",
+    push_tenant: str | None = None,
+    push_token_env: str | None = None,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -263,9 +276,30 @@ def options_from_cli(
         switch_output=switch_output,
         switch_max_files=switch_max_files,
         max_size=max_size,
+        push=push_arguments(push_url, push_format, push_tenant, push_token_env),
     )
     opts.validate()
     return opts
+
+
+def push_arguments(url: str | None, fmt: str, tenant: str | None, token_env: str | None) -> tuple[str, ...]:
+    """``profiler push FILE``'s options for ``record --push``; () without a URL."""
+    if url is None:
+        if tenant or token_env:
+            raise UsageError("--push-tenant and --push-token-env go with --push URL.")
+        return ()
+    if fmt not in ("otlp", "pyroscope"):
+        raise UsageError(f"--push-format {fmt!r}: otlp or pyroscope.")
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"--push {url!r} is not an http:// or https:// URL.")
+    if token_env and not os.environ.get(token_env):
+        raise UsageError(f"--push-token-env {token_env}: the environment variable is not set.")
+    args = [f"--{fmt}", url]
+    if tenant:
+        args += ["--tenant", tenant]
+    if token_env:
+        args += ["--token-env", token_env]
+    return tuple(args)
 
 
 def die_by_signal(signum: int) -> None:

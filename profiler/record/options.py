@@ -50,12 +50,13 @@ class RecordOptions(Frozen):
     switch_output: str | None = None  # --switch-output: signal, SIZE or TIME (profiler/record/rotate.py)
     switch_max_files: int | None = None
     max_size: str | None = None  # --max-size: the rotated files' total
+    push: tuple[str, ...] = ()  # --push: `profiler push FILE`'s destination and header options
 
     _fields = (
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
-        "switch_output", "switch_max_files", "max_size",
+        "switch_output", "switch_max_files", "max_size", "push",
     )
 
     def __init__(
@@ -87,6 +88,7 @@ class RecordOptions(Frozen):
         switch_output: str | None = None,
         switch_max_files: int | None = None,
         max_size: str | None = None,
+        push: tuple[str, ...] = (),
     ) -> None:
         self.command = command
         self.pids = pids
@@ -115,6 +117,7 @@ class RecordOptions(Frozen):
         self.switch_output = switch_output
         self.switch_max_files = switch_max_files
         self.max_size = max_size
+        self.push = push
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""
@@ -127,6 +130,9 @@ class RecordOptions(Frozen):
             raise UsageError("--switch-max-files and --max-size apply to the files of --switch-output.")
         if self.switch_output is not None and self.output in ("-", "/dev/stdout"):
             raise UsageError("--switch-output writes files: give -o a file name, not standard output.")
+        if self.push and self.switch_output is None:
+            raise UsageError("--push sends the files of --switch-output: give it too "
+                             "(profiler push sends one capture).")
         if self.switch_max_files is not None and self.switch_max_files < 1:
             raise UsageError("--switch-max-files keeps at least 1 file.")
         if self.freq is not None and self.period is not None:

@@ -36,6 +36,7 @@ from profiler.record.events import EventSpec, default_event, split_modifiers
 from profiler.record.groups import Member, configure, member_filters, members_of
 from profiler.record.options import DEFAULT_FREQ, RecordOptions
 from profiler.record.session import OpenedEvent, Session
+from profiler.record.pushqueue import PushQueue
 from profiler.record.rotate import Rotation, SwitchOutput, Totals, parse_size, process_tree, summed
 from profiler.record.stopper import Stopper, installed
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
@@ -219,6 +220,9 @@ def resolve_cpus(opts: RecordOptions) -> list[int]:
     return list(opts.cpus)
 
 
+PUSH_AT_EXIT_S = 15.0  # --push: how long a recording that ended keeps sending (the rest stays queued)
+
+
 class Recorder:
     """One recording. ``run()`` returns the result; errors are ProfilerError sentences."""
 
@@ -236,6 +240,7 @@ class Recorder:
             SwitchOutput.parse(opts.switch_output), opts.output, opts.switch_max_files,
             parse_size(opts.max_size, "--max-size") if opts.max_size else None)
         self._done = Totals()  # the files --switch-output already finished
+        self.push = PushQueue(opts.output, list(opts.push)) if opts.push else None
         self._file_started = 0.0  # when the current file was started (monotonic)
         self._version: tuple[int, int] = VERSION_PLAIN
         self._tracepoint_formats: Any = None
@@ -414,6 +419,8 @@ class Recorder:
             if self.rotation is not None and self.rotation.due(writer.bytes_written, stopper.switch_requested):
                 stopper.switch_requested = False
                 writer = self._switch(writer)
+            if self.push is not None:
+                self.push.poll()
             # the signal pipe (SIGINT/SIGTERM, and SIGCHLD when the command exits) or a quiet
             # poll timeout: only then is there anything to check; a busy recording's wakeups
             # are ring buffers crossing their watermark, and each costs no more than the copy
@@ -437,6 +444,8 @@ class Recorder:
         stats = self.session.stats
         self._done.add(stats, writer.bytes_written)
         self._close_file(writer, self._file_started)
+        if self.push is not None:
+            self.push.add(writer.path)
         self.session.stats = stats.fresh()
         self.writer = writer = CaptureWriter.create(self.rotation.next_path(), self._header(), self._version)
         self._file_started = time.monotonic()
@@ -453,6 +462,11 @@ class Recorder:
         if self.rotation is not None:
             self._close_file(writer, self._file_started)
             self.rotation.prune()
+            if self.push is not None:
+                self.push.add(writer.path)
+                self.push.finish(PUSH_AT_EXIT_S)
+                if not self.opts.quiet:
+                    print(self.push.summary(), file=self.stderr)
             return
         self._close_file(writer, started)
 

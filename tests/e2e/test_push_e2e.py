@@ -11,6 +11,7 @@ import gzip
 import http.server
 import os
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -161,3 +162,48 @@ def test_bad_destinations_are_one_sentence(recording: Path, profiler_cmd: list[s
         res = push(profiler_cmd, *env_args)
         assert res.returncode in (1, 2) and said in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert "NOPE_UNSET" not in os.environ
+
+
+def test_record_pushes_each_rotated_file_and_resumes_its_queue(tmp_path: Path) -> None:
+    """record --switch-output --push: every finished file reaches the receiver once; with the
+    receiver down, the files stay queued on disk and the next recording with the same output
+    sends them first; the recording itself never waits for the backend."""
+    loop = ["sh", "-c", "i=0; while [ $i -lt 40 ]; do /bin/true; sleep 0.015; i=$((i+1)); done"]
+
+    def ok(handler: http.server.BaseHTTPRequestHandler, n: int) -> None:
+        reply(handler, 200, svc.ExportProfilesServiceResponse().SerializeToString())
+
+    out = tmp_path / "r.prof"
+    for url, seen in serve(ok):
+        res = subprocess.run([sys.executable, "-m", "profiler", "record", "-e", "sched:sched_process_exec",
+                              "--switch-output", "300ms", "--push", url, "--push-tenant", "ops", "-o", str(out),
+                              "--", *loop], capture_output=True, text=True, timeout=180, env=_env())
+        assert res.returncode == 0, res.stderr
+        files = sorted(tmp_path.glob("r.prof.2*"))
+        assert len(files) >= 2 and f"push: {len(files)} files pushed" in res.stderr, res.stderr
+        assert len(seen.requests) == len(files)
+        assert all(h["X-Scope-OrgID"] == "ops" for _, h, _ in seen.requests)
+        execs = 0
+        for _, _, body in seen.requests:
+            request = svc.ExportProfilesServiceRequest.FromString(body)
+            execs += sum(len(s.values) for rp in request.resource_profiles for sp in rp.scope_profiles
+                         for prof in sp.profiles for s in prof.samples)
+        assert execs == 81  # 2 x 40 + the shell's own: each file sent once
+        assert (tmp_path / "r.prof.push-queue").read_text() == ""
+    # the receiver is gone: files stay queued, the recording is not held up
+    down = "http://127.0.0.1:9"
+    started = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "profiler", "record", "-q", "-e", "sched:sched_process_exec",
+                          "--switch-output", "300ms", "--push", down, "-o", str(tmp_path / "q.prof"), "--", *loop],
+                         capture_output=True, text=True, timeout=180, env=_env())
+    assert res.returncode == 0, res.stderr
+    assert time.monotonic() - started < 40
+    queued = (tmp_path / "q.prof.push-queue").read_text().split()
+    assert queued and all(Path(p).exists() for p in queued)
+    for url, seen in serve(ok):  # back up: the next recording sends the backlog first
+        res = subprocess.run([sys.executable, "-m", "profiler", "record", "-q", "-e", "sched:sched_process_exec",
+                              "--switch-output", "10s", "--push", url, "-o", str(tmp_path / "q.prof"), "--", "true"],
+                             capture_output=True, text=True, timeout=180, env=_env())
+        assert res.returncode == 0, res.stderr
+        assert len(seen.requests) == len(queued) + 1
+        assert (tmp_path / "q.prof.push-queue").read_text() == ""
