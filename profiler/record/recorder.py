@@ -36,7 +36,6 @@ from profiler.record.events import EventSpec, default_event, split_modifiers
 from profiler.record.groups import Member, configure, member_filters, members_of
 from profiler.record.options import DEFAULT_FREQ, RecordOptions
 from profiler.record.session import OpenedEvent, Session
-from profiler.record.pushqueue import PushQueue
 from profiler.record.rotate import Rotation, SwitchOutput, Totals, parse_size, process_tree, summed
 from profiler.record.stopper import Stopper, installed
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
@@ -240,7 +239,11 @@ class Recorder:
             SwitchOutput.parse(opts.switch_output), opts.output, opts.switch_max_files,
             parse_size(opts.max_size, "--max-size") if opts.max_size else None)
         self._done = Totals()  # the files --switch-output already finished
-        self.push = PushQueue(opts.output, list(opts.push)) if opts.push else None
+        self.push: Any = None
+        if opts.push:
+            from profiler.record.pushqueue import PushQueue  # subprocess and re: only for --push
+
+            self.push = PushQueue(opts.output, list(opts.push))
         self._file_started = 0.0  # when the current file was started (monotonic)
         self._version: tuple[int, int] = VERSION_PLAIN
         self._tracepoint_formats: Any = None
