@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed
 # COUNT mutations; failures saved under out/fuzz-failures). The suite runs a short fixed-seed one.
 COUNT ?= 20000
 
-.PHONY: fuzz demo test check venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-lost bench-debuginfod bench-scale bench-diff clean
+.PHONY: fuzz demo test check venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-lost bench-debuginfod bench-scale bench-diff bench-flight clean
 
 venv: $(STAMP)
 
@@ -106,6 +106,9 @@ bench-decode: venv
 
 bench-record: venv fixtures
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_record.py
+
+bench-flight: venv fixtures
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_flight.py
 
 bench-diff: venv fixtures
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_diff.py

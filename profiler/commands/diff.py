@@ -140,7 +140,7 @@ def _load_sections(groups: list[tuple[str, ...]], load: Any, keys: tuple[str, ..
     paths = [p for g in groups for p in g]
     opened = [Capture(p, callchains=False) for p in paths]
     _check_arch(paths, opened)
-    wanted = [load.filters.event] if load.filters.event else [str(n) for n in opened[0].names]
+    wanted = [load.filters.event] if load.filters.event else [str(n) for n in opened[0].sampled_names]
     first = 0 if load.filters.event else wanted.index(_common_event(paths, opened))
     opts = replace(load, callchains=False, inline=False, srclines="srcline" in keys)
     flats: list[list[Any]] = [[] for _ in wanted]
@@ -187,7 +187,7 @@ def _base_name(event: str) -> str:
 
 def _common_event(paths: list[str], opened: list[Any]) -> str:
     """The first event of BASE that every other capture has (modifiers such as ``:ppp`` aside)."""
-    for name in opened[0].names:
+    for name in opened[0].sampled_names:
         if all(any(_base_name(n) == _base_name(name) for n in c.names) for c in opened[1:]):
             return str(name)
     base = set(map(_base_name, opened[0].names))

@@ -94,6 +94,11 @@ OPTIONS: tuple[Option, ...] = (
            help="With --switch-output, keep the newest N files (older ones are deleted)."),
     Option(("--max-size",), "max_size", VALUE, metavar="SIZE",
            help="With --switch-output, keep the newest files that fit in SIZE together (1G)."),
+    Option(("--overwrite",), "overwrite",
+           help="Flight recorder: the kernel keeps the last -m pages of records per CPU, overwriting the "
+                "oldest, and a snapshot file OUTPUT.TIMESTAMP is written when --snapshot-on says."),
+    Option(("--snapshot-on",), "snapshot_on", VALUE, metavar="signal,exit,SECONDS",
+           help="With --overwrite: on SIGUSR2, at the end, and/or every SECONDS (default signal,exit)."),
     Option(("--push",), "push_url", VALUE, metavar="URL",
            help="With --switch-output, send each finished file in the background to an OTLP/HTTP receiver "
                 "(or --push-format pyroscope), through a queue on disk (OUTPUT.push-queue) that a later "
@@ -237,6 +242,8 @@ def options_from_cli(
     push_format: str = "otlp",
     push_tenant: str | None = None,
     push_token_env: str | None = None,
+    overwrite: bool = False,
+    snapshot_on: str | None = None,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -277,6 +284,8 @@ def options_from_cli(
         switch_max_files=switch_max_files,
         max_size=max_size,
         push=push_arguments(push_url, push_format, push_tenant, push_token_env),
+        overwrite=overwrite,
+        snapshot_on=snapshot_on,
     )
     opts.validate()
     return opts

@@ -51,12 +51,15 @@ class RecordOptions(Frozen):
     switch_max_files: int | None = None
     max_size: str | None = None  # --max-size: the rotated files' total
     push: tuple[str, ...] = ()  # --push: `profiler push FILE`'s destination and header options
+    overwrite: bool = False  # --overwrite: the flight recorder (profiler/record/flight.py)
+    snapshot_on: str | None = None  # --snapshot-on: signal, exit, SECONDS
 
     _fields = (
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
         "switch_output", "switch_max_files", "max_size", "push",
+        "overwrite", "snapshot_on",
     )
 
     def __init__(
@@ -89,6 +92,8 @@ class RecordOptions(Frozen):
         switch_max_files: int | None = None,
         max_size: str | None = None,
         push: tuple[str, ...] = (),
+        overwrite: bool = False,
+        snapshot_on: str | None = None,
     ) -> None:
         self.command = command
         self.pids = pids
@@ -118,6 +123,8 @@ class RecordOptions(Frozen):
         self.switch_max_files = switch_max_files
         self.max_size = max_size
         self.push = push
+        self.overwrite = overwrite
+        self.snapshot_on = snapshot_on
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""
@@ -126,8 +133,15 @@ class RecordOptions(Frozen):
             raise UsageError("nothing to record: give a command after '--', -p PID, -t TID or -a.")
         if self.system_wide and (self.pids or self.tids):
             raise UsageError("-a (all CPUs) cannot be combined with -p or -t.")
-        if (self.switch_max_files is not None or self.max_size) and self.switch_output is None:
-            raise UsageError("--switch-max-files and --max-size apply to the files of --switch-output.")
+        if self.overwrite and (self.switch_output is not None or self.push):
+            raise UsageError("--overwrite writes snapshots (--snapshot-on), not --switch-output files.")
+        if self.snapshot_on is not None and not self.overwrite:
+            raise UsageError("--snapshot-on goes with --overwrite (the flight recorder).")
+        if self.overwrite and self.output in ("-", "/dev/stdout"):
+            raise UsageError("--overwrite writes snapshot files: give -o a file name, not standard output.")
+        if (self.switch_max_files is not None or self.max_size) and self.switch_output is None and not self.overwrite:
+            raise UsageError("--switch-max-files and --max-size apply to the files of --switch-output "
+                             "or --overwrite.")
         if self.switch_output is not None and self.output in ("-", "/dev/stdout"):
             raise UsageError("--switch-output writes files: give -o a file name, not standard output.")
         if self.push and self.switch_output is None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from profiler.errors import EventError, PermissionDeniedError, RecordError
 from profiler.format.attr import PERF_ATTR_SIZE_VER7, perf_event_attr
@@ -62,6 +64,7 @@ PERF_EVENT_IOC_RESET = _IO("$", 3)
 PERF_EVENT_IOC_PERIOD = _IOW("$", 4, _U64)
 PERF_EVENT_IOC_SET_OUTPUT = _IO("$", 5)
 PERF_EVENT_IOC_SET_FILTER = _IOW("$", 6, _PTR)  # _IOW('$', 6, char *)
+PERF_EVENT_IOC_PAUSE_OUTPUT = _IOW("$", 9, 4)  # _IOW('$', 9, __u32)
 PERF_EVENT_IOC_ID = _IOR("$", 7, _PTR)  # _IOR('$', 7, __u64 *): the size is a pointer's
 
 PARANOID_PATH = "/proc/sys/kernel/perf_event_paranoid"
@@ -185,6 +188,11 @@ def set_filter(fd: int, expr: str, event_name: str) -> None:
                           f"its fields are in the event's format file under /sys/kernel/tracing/events.")
 
 
+def pause_output(fd: int, paused: bool) -> None:
+    """PERF_EVENT_IOC_PAUSE_OUTPUT: stop (or resume) writing into the fd's ring buffer."""
+    _ioctl(fd, PERF_EVENT_IOC_PAUSE_OUTPUT, int(paused))
+
+
 def event_id(fd: int) -> int:
     """PERF_EVENT_IOC_ID: the kernel's id for the event, as found in PERF_SAMPLE_ID."""
     value = ctypes.c_uint64(0)
@@ -233,3 +241,30 @@ def open_error(
     if err == errno.EBUSY:
         return EventError(f"the PMU for '{event_name}' is in exclusive use by another program.")
     return RecordError(f"perf_event_open for '{event_name}' failed: {os.strerror(err)}.")
+
+
+@contextmanager
+def drain_scheduling(slice_ns: int, boost: int) -> Iterator[tuple[bool, bool]]:
+    """Run the calling thread with a scheduling slice of ``slice_ns`` and ``boost`` nice levels
+    more weight inside the block, then put the previous attributes back; yields whether the
+    kernel took the slice and the boost. Only a SCHED_OTHER thread is touched. Without the
+    privilege to lower its nice value it keeps it; a kernel without the syscall or custom
+    slices changes nothing. The command was forked before: it keeps its own."""
+    saved = get_sched_attr()
+    applied = sliced = boosted = False
+    if saved is not None and saved.sched_policy == SCHED_OTHER:
+        nice = max(-20, saved.sched_nice - boost)
+        # both; the boost alone (a kernel that refuses the slice); the slice alone (no privilege)
+        for runtime, wanted_nice in ((slice_ns, nice), (saved.sched_runtime, nice), (slice_ns, saved.sched_nice)):
+            if (runtime, wanted_nice) == (saved.sched_runtime, saved.sched_nice):
+                continue
+            wanted = sched_attr.from_buffer_copy(saved)
+            wanted.sched_runtime, wanted.sched_nice = runtime, wanted_nice
+            if set_sched_attr(wanted):
+                applied, sliced, boosted = True, runtime == slice_ns, wanted_nice < saved.sched_nice
+                break
+    try:
+        yield sliced, boosted
+    finally:
+        if applied and saved is not None:
+            set_sched_attr(saved)

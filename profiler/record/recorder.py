@@ -20,8 +20,6 @@ import signal
 import stat
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
 from types import SimpleNamespace
 
@@ -33,13 +31,15 @@ from profiler.format.container.writer import CaptureWriter
 from profiler.names import KERNEL_DSO
 from profiler.record import kallsyms, metadata, perf_event, synth
 from profiler.record.events import EventSpec, default_event, split_modifiers
+from profiler.record.flight import SIDEBAND, SideBand, SnapshotOn, backward_window, fly
 from profiler.record.groups import Member, configure, member_filters, members_of
 from profiler.record.options import DEFAULT_FREQ, RecordOptions
+from profiler.record.result import RecordResult
 from profiler.record.session import OpenedEvent, Session
 from profiler.record.rotate import Rotation, SwitchOutput, Totals, parse_size, process_tree, summed
+from profiler.record.perf_event import drain_scheduling
 from profiler.record.stopper import Stopper, installed
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
-from profiler.value import Value
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
 if TYPE_CHECKING:
@@ -67,38 +67,6 @@ DRAIN_NICE_BOOST = 5
 # alternating runs at load 4).
 SMALL_BUFFER = 64 << 10
 SAMPLE_BASE = R.PERF_SAMPLE_IP | R.PERF_SAMPLE_TID | R.PERF_SAMPLE_TIME | R.PERF_SAMPLE_PERIOD
-
-
-class RecordResult(Value):
-    __slots__ = _fields = (
-        "exit_code", "path", "samples", "lost", "bytes_written", "lost_per_cpu", "notices", "stopped_by"
-    )
-
-    def __init__(
-        self,
-        exit_code: int,
-        path: str,
-        samples: int,
-        lost: int,
-        bytes_written: int,
-        lost_per_cpu: dict[int, int] | None = None,
-        notices: list[str] | None = None,
-        stopped_by: int | None = None,  # the SIGINT/SIGTERM that ended the recording
-    ) -> None:
-        self.exit_code = exit_code
-        self.path = path
-        self.samples = samples
-        self.lost = lost
-        self.bytes_written = bytes_written
-        self.lost_per_cpu: dict[int, int] = {} if lost_per_cpu is None else lost_per_cpu
-        self.notices: list[str] = [] if notices is None else notices
-        self.stopped_by = stopped_by
-
-    def closing_line(self) -> str:
-        mb = self.bytes_written / 1e6
-        lost = f", {self.lost} lost" if self.lost else ""
-        path = "to standard output" if self.path == STDOUT else self.path
-        return f"[ profiler record: Captured and wrote {mb:.3f} MB {path} ({self.samples} samples{lost}) ]"
 
 
 def build_attr(
@@ -245,6 +213,13 @@ class Recorder:
 
             self.push = PushQueue(opts.output, list(opts.push))
         self._file_started = 0.0  # when the current file was started (monotonic)
+        self.writer: CaptureWriter | None = None
+        self.flight = SnapshotOn.parse(opts.snapshot_on) if opts.overwrite else None
+        self.sideband = SideBand()
+        if opts.overwrite:
+            self.session.overwrite = True
+            self.rotation = Rotation(SwitchOutput("signal"), opts.output, opts.switch_max_files,
+                                     parse_size(opts.max_size, "--max-size") if opts.max_size else None)
         self._version: tuple[int, int] = VERSION_PLAIN
         self._tracepoint_formats: Any = None
 
@@ -282,11 +257,14 @@ class Recorder:
         inherit = self.opts.inherit and (command or bool(self.opts.pids))
         data_size = self.opts.data_pages * self.page_size
         sample_cpu = self._sample_cpu(cpus)
+        overwrite = self.opts.overwrite  # the side-band then has its own event: record/flight.py
+        specs = [*specs, Member(SIDEBAND, len(specs))] if overwrite else specs
         for index, member in enumerate(specs):
-            attr = build_attr(member.spec, self.opts, tracking=index == 0, several=len(specs) > 1,
-                              enable_on_exec=command, inherit=inherit, data_size=data_size,
-                              sample_cpu=sample_cpu)
+            attr = build_attr(member.spec, self.opts, tracking=index == len(specs) - 1 if overwrite else index == 0,
+                              several=len(specs) > 1, enable_on_exec=command, inherit=inherit,
+                              data_size=data_size, sample_cpu=sample_cpu)
             configure(attr, member)
+            attr.write_backward = int(overwrite and member.spec is not SIDEBAND)
             self.events.append(OpenedEvent(member.spec.name, attr))
         filters = member_filters(self.opts.events, self.opts.filters, specs)
         opened_any = False
@@ -296,7 +274,8 @@ class Recorder:
                 for pid in self._pids_to_open():
                     try:
                         group_fd = leader_fds.get((specs[index].leader, pid, cpu), -1)
-                        fd = leader_fds[(index, pid, cpu)] = self.session.open(event, pid, cpu, group_fd=group_fd)
+                        fd = leader_fds[(index, pid, cpu)] = self.session.open(
+                            event, pid, cpu, group_fd=group_fd, side=specs[index].spec is SIDEBAND)
                         expr = filters[index]
                         if expr is not None:
                             perf_event.set_filter(fd, expr, event.name)
@@ -439,6 +418,59 @@ class Recorder:
             if self.threads and self.session.all_hung_up:
                 return  # every target exited: a timer command still running gets SIGTERM
 
+    def _fly(self, stopper: Stopper, specs: list[Member]) -> ProfilerError | None:
+        """--overwrite: start the target, sleep until a snapshot is due or the recording ends,
+        a last snapshot at the end if asked (record/flight.py)."""
+        tracepoints = [m.spec.name for m in specs if m.spec.type == PERF_TYPE_TRACEPOINT]
+        if tracepoints:
+            self._tracepoint_formats = metadata.tracepoint_formats(tracepoints)
+        self._print_notices()
+        self.session.register_wakeup(stopper.read_fd)
+        if stopper.signal is not None:
+            if self.child is not None:
+                self.child.abandon()
+            return None
+        if not self.command_is_target:
+            self.session.enable()
+        if self.child is not None:
+            self._released = True
+            self.child.release()
+            stopper.attach(self.child)
+        try:
+            assert self.flight is not None
+            fly(self.session, stopper, self.child, self.opts.duration, bool(self.threads), self.flight, self._snapshot,
+                lambda: self.sideband.add(self.session.take_side()))
+        except DiskFullError as exc:
+            return exc.with_traceback(None)
+        finally:
+            self.session.disable()
+        return None
+
+    def _snapshot(self) -> None:
+        """One flight-recorder snapshot: a whole capture of the buffers' window."""
+        assert self.rotation is not None
+        self.session.stats = self.session.stats.fresh()
+        started = time.monotonic()
+        writer = CaptureWriter.create(self.rotation.next_path(), self._header(), self._version)
+        try:
+            text_address, modules_text = self._write_host_facts(writer)
+            if self._tracepoint_formats is not None:
+                writer.write_meta("tracepoint_formats", self._tracepoint_formats)
+            self._synthesize(writer, text_address, modules_text, live=True)
+            side = self.sideband.add(self.session.take_side())
+            for cpu, data in side:
+                self.session.stats.scan(cpu, data)
+            raws = self.session.snapshot(partial(backward_window, page_size=self.page_size))
+            if side or raws:
+                writer.write_pass([*side, *raws], compressed=self.session.compress)
+            self._close_file(writer, started)
+        except BaseException:
+            writer.abort()
+            raise
+        self._done.add(self.session.stats, writer.bytes_written)
+        self.session.stats = self.session.stats.fresh()
+        self.rotation.prune()
+
     def _switch(self, writer: CaptureWriter) -> CaptureWriter:
         """--switch-output: finish the current file (the rings were just drained into it) and
         start the next, a whole capture of its own: host facts, the processes as they are now;
@@ -547,9 +579,12 @@ class Recorder:
         # before it creates perf.data: a SIGINT while the host facts are read ends the
         # recording like one during the loop.
         stopper = Stopper(None)
-        stopper.on_switch_signal = self.rotation is not None and self.rotation.spec.kind == "signal"
+        stopper.on_switch_signal = self.flight.signal if self.flight is not None else (
+            self.rotation is not None and self.rotation.spec.kind == "signal")
         self._version = version
         with installed(stopper):
+            if self.flight is not None:
+                return self._result(stopper, self._fly(stopper, specs))
             path = self.rotation.next_path() if self.rotation is not None else self.opts.output
             self.writer = CaptureWriter.create(path, self._header(), version, keep_old=self.rotation is None)
             try:
@@ -564,13 +599,16 @@ class Recorder:
             except BaseException:
                 self.writer.abort()
                 raise
+        return self._result(stopper, error)
+
+    def _result(self, stopper: Stopper, error: ProfilerError | None) -> RecordResult:
         done = self._done
         result = RecordResult(
             exit_code=0,
-            path=self.writer.path if self.rotation is None else self.rotation.describe(),
+            path=self.rotation.describe() if self.rotation is not None else self.writer.path if self.writer else "",
             samples=self.session.stats.samples + done.samples,
             lost=self.session.stats.lost + done.lost,
-            bytes_written=self.writer.bytes_written + done.bytes_written,
+            bytes_written=(self.writer.bytes_written if self.writer is not None else 0) + done.bytes_written,
             lost_per_cpu=summed(done.lost_per_cpu, self.session.stats.lost_per_cpu),
             notices=self.notices,
         )
@@ -640,33 +678,6 @@ def _is_our_stdout(path: str) -> bool:
     except (OSError, ValueError):
         return False
     return (ours.st_dev, ours.st_ino) == (out.st_dev, out.st_ino) and not stat.S_ISCHR(out.st_mode)
-
-
-@contextmanager
-def drain_scheduling(slice_ns: int, boost: int) -> Iterator[tuple[bool, bool]]:
-    """Run the calling thread with a scheduling slice of ``slice_ns`` and ``boost`` nice levels
-    more weight inside the block, then put the previous attributes back; yields whether the
-    kernel took the slice and the boost. Only a SCHED_OTHER thread is touched. Without the
-    privilege to lower its nice value it keeps it; a kernel without the syscall or custom
-    slices changes nothing. The command was forked before: it keeps its own."""
-    saved = perf_event.get_sched_attr()
-    applied = sliced = boosted = False
-    if saved is not None and saved.sched_policy == perf_event.SCHED_OTHER:
-        nice = max(-20, saved.sched_nice - boost)
-        # both; the boost alone (a kernel that refuses the slice); the slice alone (no privilege)
-        for runtime, wanted_nice in ((slice_ns, nice), (saved.sched_runtime, nice), (slice_ns, saved.sched_nice)):
-            if (runtime, wanted_nice) == (saved.sched_runtime, saved.sched_nice):
-                continue
-            wanted = perf_event.sched_attr.from_buffer_copy(saved)
-            wanted.sched_runtime, wanted.sched_nice = runtime, wanted_nice
-            if perf_event.set_sched_attr(wanted):
-                applied, sliced, boosted = True, runtime == slice_ns, wanted_nice < saved.sched_nice
-                break
-    try:
-        yield sliced, boosted
-    finally:
-        if applied and saved is not None:
-            perf_event.set_sched_attr(saved)
 
 
 def record(opts: RecordOptions, stderr: TextIO = sys.stderr) -> RecordResult:

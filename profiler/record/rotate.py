@@ -126,6 +126,8 @@ class Rotation:
 
     def describe(self) -> str:
         """The files kept, for the closing line."""
+        if not self.files:
+            return "no file"
         if len(self.files) == 1:
             return self.files[0]
         gone = f", {len(self.deleted)} older deleted" if self.deleted else ""

@@ -230,23 +230,30 @@ class Session:
         # dwarf's records are compacted first (always compressed)
         self.compress = False
         self.compact: Callable[[bytes], bytes] | None = None
+        self.overwrite = False  # --overwrite: backward buffers, read only for snapshots (record/flight.py)
+        self.side: dict[int, tuple[int, mmap.mmap, RingBuffer]] = {}  # --overwrite: cpu -> side-band ring
 
     # opening -------------------------------------------------------------------------------
 
-    def open(self, event: OpenedEvent, pid: int, cpu: int, group_fd: int = -1) -> int:
+    def open(self, event: OpenedEvent, pid: int, cpu: int, group_fd: int = -1, side: bool = False) -> int:
         """Open ``event`` for (pid, cpu) with perf's fallbacks, attach it to the CPU's ring;
-        ``group_fd`` is the fd of its group's leader on the same (pid, cpu), or -1."""
+        ``group_fd`` is the fd of its group's leader on the same (pid, cpu), or -1. ``side``:
+        --overwrite's side-band event, in a forward ring of its own per CPU."""
         fd = self._open_with_fallbacks(event, pid, cpu, group_fd)
         self.fds.append(fd)
+        rings = self.side if side else self.rings
         try:
             event.ids.append(perf_event.event_id(fd))
-            if cpu in self.rings:
-                perf_event.set_output(fd, self.rings[cpu][0])
+            if cpu in rings:
+                perf_event.set_output(fd, rings[cpu][0])
             else:
-                self._map(fd, cpu)
+                self._map(fd, cpu, side)
         except ProfilerError:
             raise
-        self._poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+        # --overwrite: no wakeup per backward buffer (the flight recorder reads them only for a
+        # snapshot); a hang-up (the task exited) still shows
+        quiet = self.overwrite and not side
+        self._poller.register(fd, 0 if quiet else select.POLLIN | select.POLLERR | select.POLLHUP)
         self._live.add(fd)
         return fd
 
@@ -271,16 +278,18 @@ class Session:
                                 "kernel samples are excluded.")
             return perf_event.perf_event_open(attr, pid, cpu, group_fd, event_name=event.name)
 
-    def _map(self, fd: int, cpu: int) -> None:
+    def _map(self, fd: int, cpu: int, side: bool = False) -> None:
         size = (1 + self.data_pages) * self.page_size
         try:
-            buf = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            # read-only: the kernel overwrites a --overwrite (write_backward) buffer without a reader
+            prot = mmap.PROT_READ if self.overwrite and not side else mmap.PROT_READ | mmap.PROT_WRITE
+            buf = mmap.mmap(fd, size, mmap.MAP_SHARED, prot)
         except OSError as exc:
             raise RecordError(
                 f"cannot map a {size // 1024} KiB ring buffer for CPU {cpu} ({exc.strerror}): "
                 "use a smaller -m, or raise kernel.perf_event_mlock_kb."
             ) from None
-        self.rings[cpu] = (fd, buf, RingBuffer(buf, self.page_size))
+        (self.side if side else self.rings)[cpu] = (fd, buf, RingBuffer(buf, self.page_size))
 
     # control -------------------------------------------------------------------------------
 
@@ -335,14 +344,33 @@ class Session:
             writer.write_pass(raws, compressed=self.compress)
         return copied
 
+    def take_side(self) -> list[tuple[int, bytes]]:
+        """--overwrite: the side-band rings' new records (maps, comms, tasks), per CPU."""
+        return [(cpu, data) for cpu, (_, _, ring) in self.side.items() if (data := ring.take())]
+
+    def snapshot(self, read: Callable[[object], bytes]) -> list[tuple[int, bytes]]:
+        """--overwrite: each CPU's buffer paused, its window read by ``read(buffer)``, resumed."""
+        out = []
+        for cpu, (fd, buf, _) in self.rings.items():
+            perf_event.pause_output(fd, True)
+            try:
+                data = read(buf)
+            finally:
+                perf_event.pause_output(fd, False)
+            if data:
+                self.stats.scan(cpu, data)
+                out.append((cpu, data if self.compact is None else self.compact(data)))
+        return out
+
     def close(self) -> None:
-        for _, buf, ring in self.rings.values():
+        for _, buf, ring in (*self.rings.values(), *self.side.values()):
             ring.release()
             try:
                 buf.close()
             except BufferError:
                 pass  # a view is still held by an error being reported; GC unmaps it
         self.rings.clear()
+        self.side.clear()
         for fd in self.fds:
             try:
                 os.close(fd)

@@ -15,11 +15,15 @@ from profiler.format import perf_data_opener  # noqa: F401  registers: perf.data
 from profiler.format.decode.columns import CaptureData
 from profiler.format.decode.decoder import load_capture
 from profiler.format.container.reader import CaptureReader
+from profiler.format.attr import PERF_TYPE_SOFTWARE
 from profiler.format.events import EventTable
 from profiler.format.typed_header import CaptureHeader
 from profiler.report.options import Filters
 from profiler.report.tally import Tally
 from profiler.symbols.sources import SOURCE_KINDS, Metadata
+
+
+PERF_COUNT_SW_DUMMY = 9  # perf_event.h: enum perf_sw_ids
 
 
 class Capture:
@@ -37,6 +41,15 @@ class Capture:
     @property
     def names(self) -> list[str]:
         return [ev.name for ev in self.events.events]
+
+    @property
+    def sampled_names(self) -> list[str]:
+        """The events that take samples: every one but the software "dummy" events that only
+        carry side-band records (perf's tracking event, --overwrite's side-band), which perf
+        report does not show either; all of them when that leaves none."""
+        kept = [ev.name for ev in self.events.events
+                if not (ev.attr.get("type") == PERF_TYPE_SOFTWARE and ev.attr.get("config") == PERF_COUNT_SW_DUMMY)]
+        return kept or self.names
 
     @property
     def info(self) -> CaptureHeader:

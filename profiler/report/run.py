@@ -24,7 +24,7 @@ def run_report(opts: ReportOptions, out: TextIO, warn: Warn) -> None:
     if opts.stats:
         render_stats(out, opened.reader, opened.data)
         return
-    names = opened.names
+    names = opened.sampled_names
     if opts.group:
         _report_group(opts, out, opened, progress_printer(opts.progress), warn)
         return
