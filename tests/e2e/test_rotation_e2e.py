@@ -96,3 +96,32 @@ def test_bad_rotation_options_are_one_sentence(tmp_path: Path) -> None:
                        (["--switch-output", "1s", "--max-size", "lots"], "give a size")):
         res = profiler("record", "-q", *args, *(["-o", out] if "-o" not in args else []), "--", "true")
         assert res.returncode == 2 and said in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def test_system_wide_rotation_bounded_and_sigkill_leaves_closed_files_whole(tmp_path: Path) -> None:
+    """A long -a -F 49 recording compressed in time: a switch every 0.5 s for 5 s within
+    --max-size; every file kept reports alone; then a recorder killed with SIGKILL: every file
+    it had closed is whole, and the one it was writing is readable."""
+    res = profiler("record", "-q", "-a", "-F", "49", "--switch-output", "500ms", "--max-size", "150K",
+                   "-o", str(tmp_path / "a.prof"), "--", "sleep", "5")
+    assert res.returncode == 0, res.stderr
+    kept = sorted(tmp_path.glob("a.prof.*"))
+    assert len(kept) >= 2
+    assert sum(p.stat().st_size for p in kept[:-1]) <= 150 * 1024
+    for path in kept:
+        info = profiler("info", "-i", str(path))
+        assert "ended cleanly: yes" in info.stdout, info.stdout
+        rep = profiler("report", "-i", str(path), "--sort", "comm", "-g", "none")
+        assert rep.returncode in (0, 1), rep.stderr  # a quiet half-second may hold no sample
+        assert "Traceback" not in rep.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "profiler", "record", "-q", "-a", "-F", "99",
+                             "--switch-output", "300ms", "-o", str(tmp_path / "k.prof"), "--", "sleep", "4"])
+    time.sleep(2.0)
+    proc.kill()
+    proc.wait(timeout=30)
+    files = sorted(tmp_path.glob("k.prof.*"))
+    assert len(files) >= 3
+    for path in files[:-1]:
+        assert "ended cleanly: yes" in profiler("info", "-i", str(path)).stdout
+    last = profiler("info", "-i", str(files[-1]))
+    assert last.returncode == 0 and "Traceback" not in last.stderr
