@@ -4,6 +4,8 @@ twice across a switch, the disk bounded by --switch-max-files and --max-size, SI
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -125,3 +127,32 @@ def test_system_wide_rotation_bounded_and_sigkill_leaves_closed_files_whole(tmp_
         assert "ended cleanly: yes" in profiler("info", "-i", str(path)).stdout
     last = profiler("info", "-i", str(files[-1]))
     assert last.returncode == 0 and "Traceback" not in last.stderr
+
+
+def test_disk_full_during_rotation_keeps_the_files_and_the_exit_status(tmp_path: Path) -> None:
+    """A 96 KiB tmpfs (in a private mount namespace made with unshare) fills up while files
+    rotate: the recording ends with one sentence and the command's exit status, and every file
+    written so far stays readable."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is not installed")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    profiler_cmd = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "profiler"))
+    where, out = shlex.quote(str(mnt)), shlex.quote(str(mnt / "d.prof"))
+    busy = "sh -c 'i=0; while [ $i -lt 1500000 ]; do i=$((i+1)); done; exit 3'"
+    script = f"""
+mount -t tmpfs -o size=96k tmpfs {where} || exit 77
+{profiler_cmd} record -q -g -F 2000 --switch-output 100ms -o {out} -- {busy}
+echo "status $?"
+for f in {where}/d.prof.*; do
+  {profiler_cmd} info -i "$f" >/dev/null 2>&1 && echo readable || echo "unreadable $f"
+done
+"""
+    res = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                         capture_output=True, text=True, timeout=180)
+    if res.returncode == 77:
+        pytest.skip("cannot mount a tmpfs here")
+    assert "status 3" in res.stdout, res.stdout + res.stderr  # the command's status
+    assert "no space" in res.stderr.lower() or "full" in res.stderr.lower(), res.stderr
+    assert "Traceback" not in res.stderr
+    assert res.stdout.count("readable") >= 2 and "unreadable" not in res.stdout, res.stdout
