@@ -200,8 +200,10 @@ def run(command: tuple[str, ...], archive: bool, **kwargs: Any) -> None:
     opts = options_from_cli(command, **kwargs)
     if archive:
         check_archivable(opts.output)
+        if opts.switch_output is not None or opts.overwrite:  # each file as it is finished, in the background
+            opts = opts.replace(archive_files=True)
     result = record(opts)
-    if archive:
+    if archive and not opts.archive_files:
         archive_after_recording(result.path, opts.quiet)
     if result.stopped_by is not None:
         die_by_signal(result.stopped_by)

@@ -52,6 +52,7 @@ class RecordOptions(Frozen):
     max_size: str | None = None  # --max-size: the rotated files' total
     push: tuple[str, ...] = ()  # --push: `profiler push FILE`'s destination and header options
     overwrite: bool = False  # --overwrite: the flight recorder (profiler/record/flight.py)
+    archive_files: bool = False  # --archive with --switch-output: each file archived as it is finished
     snapshot_on: str | None = None  # --snapshot-on: signal, exit, SECONDS
 
     _fields = (
@@ -59,7 +60,7 @@ class RecordOptions(Frozen):
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
         "switch_output", "switch_max_files", "max_size", "push",
-        "overwrite", "snapshot_on",
+        "overwrite", "snapshot_on", "archive_files",
     )
 
     def __init__(
@@ -94,6 +95,7 @@ class RecordOptions(Frozen):
         push: tuple[str, ...] = (),
         overwrite: bool = False,
         snapshot_on: str | None = None,
+        archive_files: bool = False,
     ) -> None:
         self.command = command
         self.pids = pids
@@ -125,6 +127,7 @@ class RecordOptions(Frozen):
         self.push = push
         self.overwrite = overwrite
         self.snapshot_on = snapshot_on
+        self.archive_files = archive_files
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""

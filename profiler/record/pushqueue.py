@@ -1,5 +1,5 @@
-"""``record --switch-output ... --push URL``: each finished file sent to a backend, in the
-background, through an on-disk queue.
+"""``record --switch-output ... --push URL`` (and ``--archive``): each finished file archived
+and sent to a backend, in the background, through an on-disk queue.
 
 The queue is a file beside the output, ``OUTPUT.push-queue``: one line per capture file waiting
 to be sent, oldest first, rewritten whole (to a temporary file, then renamed) after every
@@ -25,14 +25,21 @@ import time
 
 RETRY_S = 2.0
 MAX_RETRY_S = 60.0
+AT_EXIT_S = 15.0  # how long a recording that ended keeps sending (the rest stays queued)
+
+TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 class PushQueue:
     """The files to send, the push running now, and when to try again."""
 
-    def __init__(self, output: str, push_args: list[str]) -> None:
+    def __init__(self, output: str, push_args: list[str], archive: bool = False) -> None:
         self.path = f"{output}.push-queue"
-        self.push_args = push_args  # after "profiler push FILE": destination and headers
+        self.push_args = push_args  # after "profiler push FILE": destination and headers ([]: archive only)
+        self.archive = archive
+        self._phase = ""  # what the running child does: "archive" or "push"
         self.pending: list[str] = _read(self.path)
         self.sent = 0
         self.failed_attempts = 0
@@ -56,6 +63,11 @@ class PushQueue:
             if code is None:
                 return
             self._child = None
+            if self._phase == "archive" and self._current is not None:
+                if self.push_args:  # archived (or left as recorded): now send it
+                    self._run("push", [self._current, *self.push_args])
+                    return
+                code = 0
             done, self._current = self._current, None
             if code == 0 and done is not None:
                 self.sent += 1
@@ -70,9 +82,9 @@ class PushQueue:
         if self.pending and time.monotonic() >= self._wait_until:
             self._start(self.pending[0])
 
-    def finish(self, seconds: float) -> None:
-        """At the end of the recording: keep sending for at most ``seconds``; what is left stays
-        queued for the next recorder with the same output."""
+    def finish(self, say: TextIO | None, seconds: float = AT_EXIT_S) -> None:
+        """At the end of the recording: keep going for at most ``seconds``; what is left stays
+        queued for the next recorder with the same output. The summary goes to ``say``."""
         deadline = time.monotonic() + seconds
         while (self.pending or self._child is not None) and time.monotonic() < deadline:
             self.poll()
@@ -86,22 +98,31 @@ class PushQueue:
                 child.kill()
                 child.wait()
             self._child = None
+        if say is not None:
+            print(self.summary(), file=say)
 
     def summary(self) -> str:
         left = len(self.pending)
-        parts = [f"{self.sent} file{'s' if self.sent != 1 else ''} pushed"]
+        parts = [f"{self.sent} file{'s' if self.sent != 1 else ''} {'pushed' if self.push_args else 'archived'}"]
         if left:
             parts.append(f"{left} still queued in {self.path}")
         if self.dropped:
             parts.append(f"{self.dropped} deleted by the size limits before they were sent")
-        return "push: " + ", ".join(parts)
+        return ("push: " if self.push_args else "archive: ") + ", ".join(parts)
 
     def _start(self, path: str) -> None:
         self._current = path
+        if self.archive:
+            self._run("archive", ["-i", path])
+        else:
+            self._run("push", [path, *self.push_args])
+
+    def _run(self, phase: str, args: list[str]) -> None:
+        self._phase = phase
         self._child = subprocess.Popen(
-            [sys.executable, "-m", "profiler", "push", path, *self.push_args],
+            [sys.executable, "-m", "profiler", phase, *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)  # a Ctrl-C for the recorder is not the push's
+            start_new_session=True)  # a Ctrl-C for the recorder is not the child's
 
     def _drop_missing(self) -> None:
         kept = [p for p in self.pending if p == self._current or os.path.exists(p)]

@@ -187,9 +187,6 @@ def resolve_cpus(opts: RecordOptions) -> list[int]:
     return list(opts.cpus)
 
 
-PUSH_AT_EXIT_S = 15.0  # --push: how long a recording that ended keeps sending (the rest stays queued)
-
-
 class Recorder:
     """One recording. ``run()`` returns the result; errors are ProfilerError sentences."""
 
@@ -208,10 +205,10 @@ class Recorder:
             parse_size(opts.max_size, "--max-size") if opts.max_size else None)
         self._done = Totals()  # the files --switch-output already finished
         self.push: Any = None
-        if opts.push:
+        if opts.push or opts.archive_files:
             from profiler.record.pushqueue import PushQueue  # subprocess and re: only for --push
 
-            self.push = PushQueue(opts.output, list(opts.push))
+            self.push = PushQueue(opts.output, list(opts.push), archive=opts.archive_files)
         self._file_started = 0.0  # when the current file was started (monotonic)
         self.writer: CaptureWriter | None = None
         self.flight = SnapshotOn.parse(opts.snapshot_on) if opts.overwrite else None
@@ -444,6 +441,7 @@ class Recorder:
             return exc.with_traceback(None)
         finally:
             self.session.disable()
+        self._finish_queue()
         return None
 
     def _snapshot(self) -> None:
@@ -470,6 +468,8 @@ class Recorder:
         self._done.add(self.session.stats, writer.bytes_written)
         self.session.stats = self.session.stats.fresh()
         self.rotation.prune()
+        if self.push is not None:
+            self.push.add(writer.path)
 
     def _switch(self, writer: CaptureWriter) -> CaptureWriter:
         """--switch-output: finish the current file (the rings were just drained into it) and
@@ -499,11 +499,13 @@ class Recorder:
             self.rotation.prune()
             if self.push is not None:
                 self.push.add(writer.path)
-                self.push.finish(PUSH_AT_EXIT_S)
-                if not self.opts.quiet:
-                    print(self.push.summary(), file=self.stderr)
+            self._finish_queue()
             return
         self._close_file(writer, started)
+
+    def _finish_queue(self) -> None:
+        if self.push is not None:
+            self.push.finish(None if self.opts.quiet else self.stderr)
 
     def _close_file(self, writer: CaptureWriter, started: float) -> None:
         """The closing metadata of one capture file (build-ids, kernel symbols, lost, stats)."""

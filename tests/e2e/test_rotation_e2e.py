@@ -156,3 +156,21 @@ done
     assert "no space" in res.stderr.lower() or "full" in res.stderr.lower(), res.stderr
     assert "Traceback" not in res.stderr
     assert res.stdout.count("readable") >= 2 and "unreadable" not in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("mode", [["--switch-output", "300ms"], ["--overwrite", "--snapshot-on", "0.4,exit"]])
+def test_archived_files_report_without_the_binaries(tmp_path: Path, fixtures_dir: Path, mode: list[str]) -> None:
+    """--archive with rotation or the flight recorder: each file is archived as it is finished
+    (in the background), so it names its functions with the program deleted (another machine)."""
+    program = tmp_path / "prog"
+    shutil.copy(fixtures_dir / "workloads" / "shares", program)
+    res = profiler("record", "-g", "--archive", *mode, "-o", str(tmp_path / "z.prof"), "--", str(program), "1")
+    assert res.returncode == 0, res.stderr
+    assert "files archived" in res.stderr, res.stderr
+    program.unlink()
+    files = sorted(tmp_path.glob("z.prof.2*"))
+    assert len(files) >= 2
+    for path in files:
+        rep = profiler("report", "-i", str(path), "--no-children", "-g", "none", "--sort", "dso,sym")
+        assert rep.returncode == 0, rep.stderr
+        assert "work_a" in rep.stdout, rep.stdout
