@@ -36,7 +36,7 @@ from profiler.record.groups import Member, configure, member_filters, members_of
 from profiler.record.options import DEFAULT_FREQ, RecordOptions
 from profiler.record.result import RecordResult
 from profiler.record.session import OpenedEvent, Session
-from profiler.record.rotate import Rotation, SwitchOutput, Totals, parse_size, process_tree, summed
+from profiler.record.rotate import Totals, process_tree, rotation_for, summed
 from profiler.record.perf_event import drain_scheduling
 from profiler.record.stopper import Stopper, installed
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
@@ -200,9 +200,8 @@ class Recorder:
         self.threads: list[Thread] = []
         self.events: list[OpenedEvent] = []
         self.notices: list[str] = []
-        self.rotation = None if opts.switch_output is None else Rotation(
-            SwitchOutput.parse(opts.switch_output), opts.output, opts.switch_max_files,
-            parse_size(opts.max_size, "--max-size") if opts.max_size else None)
+        self.rotation = rotation_for(opts.switch_output, opts.overwrite, opts.output, opts.switch_max_files,
+                                     opts.max_size)
         self._done = Totals()  # the files --switch-output already finished
         self.push: Any = None
         if opts.push or opts.archive_files:
@@ -213,10 +212,7 @@ class Recorder:
         self.writer: CaptureWriter | None = None
         self.flight = SnapshotOn.parse(opts.snapshot_on) if opts.overwrite else None
         self.sideband = SideBand()
-        if opts.overwrite:
-            self.session.overwrite = True
-            self.rotation = Rotation(SwitchOutput("signal"), opts.output, opts.switch_max_files,
-                                     parse_size(opts.max_size, "--max-size") if opts.max_size else None)
+        self.session.overwrite = opts.overwrite
         self._version: tuple[int, int] = VERSION_PLAIN
         self._tracepoint_formats: Any = None
 

@@ -148,6 +148,15 @@ def _size(path: str) -> int:
         return 0
 
 
+def rotation_for(switch_output: str | None, overwrite: bool, output: str, max_files: int | None,
+                 max_size: str | None) -> Rotation | None:
+    """The files of --switch-output, or the snapshots of --overwrite (named and kept alike)."""
+    if switch_output is None and not overwrite:
+        return None
+    spec = SwitchOutput.parse(switch_output) if switch_output is not None else SwitchOutput("signal")
+    return Rotation(spec, output, max_files, parse_size(max_size, "--max-size") if max_size else None)
+
+
 class Totals:
     """What the files already finished held: the recording's result counts them all."""
 

@@ -104,12 +104,12 @@ def test_system_wide_rotation_bounded_and_sigkill_leaves_closed_files_whole(tmp_
     """A long -a -F 49 recording compressed in time: a switch every 0.5 s for 5 s within
     --max-size; every file kept reports alone; then a recorder killed with SIGKILL: every file
     it had closed is whole, and the one it was writing is readable."""
-    res = profiler("record", "-q", "-a", "-F", "49", "--switch-output", "500ms", "--max-size", "150K",
+    res = profiler("record", "-q", "-a", "-F", "49", "--switch-output", "500ms", "--max-size", "800K",
                    "-o", str(tmp_path / "a.prof"), "--", "sleep", "5")
     assert res.returncode == 0, res.stderr
     kept = sorted(tmp_path.glob("a.prof.*"))
     assert len(kept) >= 2
-    assert sum(p.stat().st_size for p in kept[:-1]) <= 150 * 1024
+    assert sum(p.stat().st_size for p in kept[:-1]) <= 800 * 1024 and len(kept) <= 5  # of about 10 written
     for path in kept:
         info = profiler("info", "-i", str(path))
         assert "ended cleanly: yes" in info.stdout, info.stdout
