@@ -33,6 +33,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
+from types import ModuleType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -58,6 +59,7 @@ from profiler.format.events import EventTable
 from profiler.format.typed_header import CaptureHeader
 from profiler.report.options import Filters, time_bounds
 from profiler.report.replay import ReplayState, name_unknown, place_samples, replay_in_order
+from profiler.report.tally_native import NativeChunk, NativeTally, scan_chunk
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -191,6 +193,7 @@ class _Plan:
     time_ranges: tuple[tuple[int, int], ...]
     callchains: bool
     keep_cpu: bool
+    native: NativeTally | None = None  # the compiled kernel, when it can tally this capture
 
 
 @dataclass
@@ -231,7 +234,8 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     decoder = ChunkDecoder(reader, TALLY_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
     check_cpu_filter(reader, decoder.events, filters)
     frame_chunks = decoder.plan()
-    jobs = _jobs(jobs, len(frame_chunks))
+    module = NativeTally.usable(decoder)
+    jobs = 1 if module is not None else _jobs(jobs, len(frame_chunks))
     time_word = sample_time_word(decoder)
     warnings: list[str] = []
     counts: Counter[str] = Counter()
@@ -240,7 +244,7 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     chunks: list[tuple[list[FileFrame], int]] = []
     chunk_times: list[tuple[int, int]] = []
     seq0 = 0
-    for frames, scan in zip(frame_chunks, _map(lambda k: _scan_chunk(decoder, frame_chunks[k], time_word),
+    for frames, scan in zip(frame_chunks, _map(lambda k: _scan_chunk(decoder, frame_chunks[k], time_word, module),
                                                len(frame_chunks), jobs)):
         for o in scan.others:
             o.seq += seq0
@@ -262,6 +266,9 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
                  tuple(filters.cpus or ()),
                  tuple(time_bounds(r, np.zeros(0, np.uint64), start) for r in filters.time or ()),
                  callchains, keep_cpu)
+    if module is not None:
+        plan.native = NativeTally(module, decoder, plan.other_time, plan.other_seq, state.gen_log, state.comm_log,
+                                  plan.cpus, plan.time_ranges, callchains, keep_cpu)
     return Prepared(plan, jobs, counts, warnings, failed, chunk_times)
 
 
@@ -336,7 +343,13 @@ class _Scan:
     times: tuple[int, int]  # its samples' earliest and latest time; (-1, -1) without (or unknown)
 
 
-def _scan_chunk(decoder: ChunkDecoder, frames: list[FileFrame], time_word: int | None) -> _Scan:
+def _scan_chunk(decoder: ChunkDecoder, frames: list[FileFrame], time_word: int | None,
+                module: ModuleType | None = None) -> _Scan:
+    if module is not None:
+        scan = scan_chunk(module, decoder, frames, time_word)
+        decoder.release(frames)
+        if scan is not None:
+            return _Scan(scan.records, scan.others, scan.counts, scan.warnings, scan.failed, scan.times)
     warnings: list[str] = []
     chunk = decoder.records(frames, 0, warnings)
     counts: Counter[str] = Counter()
@@ -489,7 +502,29 @@ def _empty_rows() -> Rows:
 
 
 def _tally_chunk(plan: _Plan, index: int) -> _ChunkResult:
-    """Decode, filter, place and tally the samples of chunk ``index``."""
+    """Decode, filter, place and tally the samples of chunk ``index``: with the compiled
+    kernel when there is one (``tally_native.py``), else with numpy."""
+    if plan.native is not None:
+        frames, seq0 = plan.chunks[index]
+        done = plan.native.chunk(frames, seq0)
+        plan.decoder.release(frames)
+        if done is not None:
+            return _native_result(done)
+    return tally_chunk_numpy(plan, index)
+
+
+def _native_result(c: NativeChunk) -> _ChunkResult:
+    cols = c.columns
+    rows = Rows(event=cols[0], pid=cols[1], tid=cols[2], cpu=cols[3], comm=cols[4], gen=cols[5], misc=cols[6],
+                chain_id=cols[7], ip=cols[8].view(np.uint64), count=cols[9], period=cols[10].view(np.uint64),
+                last_time=cols[11].view(np.uint64), last_seq=cols[12])
+    return _ChunkResult(rows, ChainTable(c.chain_start, c.chain_words), c.recorded, c.damaged, c.has,
+                        c.first_time, c.period_total)
+
+
+def tally_chunk_numpy(plan: _Plan, index: int) -> _ChunkResult:
+    """Decode, filter, place and tally the samples of chunk ``index`` with numpy: the reference
+    the compiled kernel is tested against, and its fallback."""
     decoder = plan.decoder
     frames, seq0 = plan.chunks[index]
     chunk = decoder.records(frames, seq0, [])  # its warnings were given by the first pass

@@ -229,6 +229,15 @@ def _release(reader: CaptureReader, chunk: list[FileFrame]) -> None:
     reader.release(first.offset, last.offset + FRAME_HEADER_SIZE + len(last.payload) - first.offset)
 
 
+def decode_others(views: RecordViews, events: EventTable, offsets: I64, cpus: I64, seq: I64,
+                  out: list[OtherRecord]) -> int:
+    """Decode the non-sample records at file ``offsets`` (from frames of ``cpus``, numbered
+    ``seq`` in file order) into ``out``; the number that were damaged."""
+    sizes = views.w16[(offsets >> 1) + 3].astype(np.int64)
+    types = views.w32[offsets >> 2].astype(np.int64)
+    return _decode_others(views, events, offsets, sizes, types, cpus, seq, np.arange(len(offsets)), out)
+
+
 def _decode_others(views: RecordViews, events: EventTable, offsets: I64, sizes: I64, types: I64,
                    cpus: I64, seq: I64, idx: I64, out: list[OtherRecord]) -> int:
     view = views.view

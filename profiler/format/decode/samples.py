@@ -54,7 +54,7 @@ def sample_word(layout: R.SampleLayout, name: str) -> int | None:
     return _sample_fields(layout).get(name)
 
 
-def _id_word(events: EventTable) -> int | None:
+def event_id_word(events: EventTable) -> int | None:
     """Word of a SAMPLE record (from its header) holding the id that names its event: the
     IDENTIFIER, or with one layout shared by every event, its PERF_SAMPLE_ID (perf record
     writes several events that way); None when one event decodes everything."""
@@ -223,7 +223,7 @@ class SampleBuilder:
     def add(self, views: RecordViews, offs: I64, sizes: I64, seq: I64, cpus: I64) -> None:
         """Samples at file offsets ``offs``; ``cpus``: the ``cpu`` of each one's frame."""
         events = self.events
-        at = _id_word(events)
+        at = event_id_word(events)
         if at is None:
             self._add_event(views, events.default, offs, sizes, seq, cpus)
             return
