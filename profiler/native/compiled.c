@@ -445,6 +445,7 @@ static PyObject *tally_chunk(PyObject *self, PyObject *args) {
     int any_sample = 0;
     int cpu_known = 0, unsupported = 0;
     int64_t bad_index = 0;
+    int64_t last_at = -1, last_pid = 0, last_tid = 0, last_gen = 0, last_comm = 0;
     unsigned __int128 total = 0;
     int oom = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -527,16 +528,31 @@ static PyObject *tally_chunk(PyObject *self, PyObject *args) {
                 if (!in)
                     continue;
             }
-            int64_t at = position(otime, oseq, nothers, time, rseq);
+            /* the last sample's position still holds when no replayed record lies between
+             * them (the usual case: records are few); else a binary search */
+            int64_t at = last_at;
+            if (!(at >= 0 && (at == 0 || otime[at - 1] < time || (otime[at - 1] == time && oseq[at - 1] < rseq)) &&
+                  (at == nothers || otime[at] > time || (otime[at] == time && oseq[at] >= rseq))))
+                at = position(otime, oseq, nothers, time, rseq);
             Key key;
             key.event = ev;
             key.pid = pid;
             key.tid = tid;
             key.cpu = keep_cpu ? cpu : 0;
-            key.gen = lookup(gen_v, ngen, pid, at, 0, gen_e, gen_b);
-            key.comm = lookup(comm_v, ncomm, tid, at, -1, comm_e, comm_b);
-            if (key.comm < 0)
-                key.comm = lookup(comm_v, ncomm, pid, at, -1, comm_e, comm_b);
+            if (at == last_at && pid == last_pid && tid == last_tid) { /* same thread, same records before it */
+                key.gen = last_gen;
+                key.comm = last_comm;
+            } else {
+                key.gen = lookup(gen_v, ngen, pid, at, 0, gen_e, gen_b);
+                key.comm = lookup(comm_v, ncomm, tid, at, -1, comm_e, comm_b);
+                if (key.comm < 0)
+                    key.comm = lookup(comm_v, ncomm, pid, at, -1, comm_e, comm_b);
+                last_at = at;
+                last_pid = pid;
+                last_tid = tid;
+                last_gen = key.gen;
+                last_comm = key.comm;
+            }
             key.misc = (int64_t)((head >> 32) & 0xffff);
             key.chain = 0;
             if (callchains && wk.has_chain) {
