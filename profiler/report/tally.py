@@ -198,6 +198,8 @@ class _Plan:
 
 @dataclass
 class _ChunkResult:
+    """One chunk tallied: its rows, their chains and the chunk's facts."""
+
     rows: Rows
     chains: ChainTable  # the chains ``rows.chain_id`` refers to, numbered from 0 (empty)
     recorded: I64
