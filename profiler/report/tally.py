@@ -51,6 +51,7 @@ from profiler.format.decode.decoder import (
     samples_have_cpu,
 )
 from profiler.format.decode.samples import sample_word
+from profiler.format.decode.views import RecordViews
 from profiler.errors import ProfilerError
 from profiler.format import records as R
 from profiler.format.container.reader import CaptureReader
@@ -59,7 +60,7 @@ from profiler.format.events import EventTable
 from profiler.format.typed_header import CaptureHeader
 from profiler.report.options import Filters, time_bounds
 from profiler.report.replay import ReplayState, name_unknown, place_samples, replay_in_order
-from profiler.report.tally_native import NativeChunk, NativeTally, scan_chunk
+from profiler.report.tally_native import FrameStream, NativeChunk, NativeTally, StreamChunk, scan_chunk, scan_view
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -194,6 +195,8 @@ class _Plan:
     callchains: bool
     keep_cpu: bool
     native: NativeTally | None = None  # the compiled kernel, when it can tally this capture
+    stream: FrameStream | None = None  # with it, compressed frames inflated chunk by chunk
+    stream_chunks: list[StreamChunk] = field(default_factory=list)
 
 
 @dataclass
@@ -235,10 +238,19 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
         return None
     decoder = ChunkDecoder(reader, TALLY_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
     check_cpu_filter(reader, decoder.events, filters)
-    frame_chunks = decoder.plan()
     module = NativeTally.usable(decoder)
-    jobs = 1 if module is not None else _jobs(jobs, len(frame_chunks))
+    stream = FrameStream.of(reader, decoder.chunk_bytes, decoder.events.bo) if module is not None else None
     time_word = sample_time_word(decoder)
+    stream_chunks: list[StreamChunk] = []
+    if stream is not None and module is not None:
+        jobs = 1
+        scans: Iterator[_Scan] = (_scan_stream(module, decoder, part, stream_chunks, time_word)
+                                  for part in stream.first_pass())
+        frame_chunks: list[list[FileFrame]] = []
+    else:
+        frame_chunks = decoder.plan()
+        jobs = 1 if module is not None else _jobs(jobs, len(frame_chunks))
+        scans = _map(lambda k: _scan_chunk(decoder, frame_chunks[k], time_word, module), len(frame_chunks), jobs)
     warnings: list[str] = []
     counts: Counter[str] = Counter()
     others: list[OtherRecord] = []
@@ -246,8 +258,8 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     chunks: list[tuple[list[FileFrame], int]] = []
     chunk_times: list[tuple[int, int]] = []
     seq0 = 0
-    for frames, scan in zip(frame_chunks, _map(lambda k: _scan_chunk(decoder, frame_chunks[k], time_word, module),
-                                               len(frame_chunks), jobs)):
+    for k, scan in enumerate(scans):
+        frames = frame_chunks[k] if frame_chunks else []
         for o in scan.others:
             o.seq += seq0
         others.extend(scan.others)
@@ -259,6 +271,8 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
         seq0 += scan.records
     if any(o.time < 0 for o in others):
         return None
+    if stream is not None:
+        stream.commit()
     others.sort(key=lambda o: (o.time, o.seq))
     state = replay_in_order(others, reader.build_ids())
     start = reader.info.start_perf_clock_ns or 0
@@ -271,6 +285,7 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     if module is not None:
         plan.native = NativeTally(module, decoder, plan.other_time, plan.other_seq, state.gen_log, state.comm_log,
                                   plan.cpus, plan.time_ranges, callchains, keep_cpu)
+        plan.stream, plan.stream_chunks = stream, stream_chunks
     return Prepared(plan, jobs, counts, warnings, failed, chunk_times)
 
 
@@ -343,6 +358,17 @@ class _Scan:
     warnings: list[str]
     failed: int
     times: tuple[int, int]  # its samples' earliest and latest time; (-1, -1) without (or unknown)
+
+
+def _scan_stream(module: ModuleType, decoder: ChunkDecoder, part: tuple[StreamChunk, RecordViews, I64, I64],
+                 chunks: list[StreamChunk], time_word: int | None) -> _Scan:
+    """The first pass over one chunk of a :class:`FrameStream` (kept in ``chunks`` for the second)."""
+    chunk, views, start, length = part
+    chunks.append(chunk)
+    scan = scan_view(module, decoder, views, start, length, chunk.frames, time_word)
+    if scan is None:  # the kernel declines only frames outside its buffer or not 8-aligned
+        raise ProfilerError("the compiled kernel refused a chunk of its own buffer.")
+    return _Scan(scan.records, scan.others, scan.counts, scan.warnings, scan.failed, scan.times)
 
 
 def _scan_chunk(decoder: ChunkDecoder, frames: list[FileFrame], time_word: int | None,
@@ -506,6 +532,13 @@ def _empty_rows() -> Rows:
 def _tally_chunk(plan: _Plan, index: int) -> _ChunkResult:
     """Decode, filter, place and tally the samples of chunk ``index``: with the compiled
     kernel when there is one (``tally_native.py``), else with numpy."""
+    if plan.native is not None and plan.stream is not None:
+        chunk, seq0 = plan.stream_chunks[index], plan.chunks[index][1]
+        views, start, length = plan.stream.view_of(chunk)
+        done = plan.native.tally(views.view, start, length, chunk.frames, seq0)
+        if done is None:
+            raise ProfilerError("the compiled kernel refused a chunk of its own buffer.")
+        return _native_result(done)
     if plan.native is not None:
         frames, seq0 = plan.chunks[index]
         done = plan.native.chunk(frames, seq0)

@@ -13,8 +13,10 @@ order.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -22,11 +24,16 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format import records as R
-from profiler.format.container.layout import FRAME_HEADER_SIZE, NO_CPU
+from profiler.errors import FormatError
+from profiler.format.container.codec import zstd_decompress_into
+from profiler.format.container.inflate import raw_budget, skipped_note
+from profiler.format.container.layout import FRAME_HEADER_SIZE, FRAME_RAW, FRAME_RAW_ZSTD, FRAME_SYNTH, NO_CPU
+from profiler.format.container.reader import CaptureReader
 from profiler.format.container.scan import FileFrame
 from profiler.format.decode.columns import OtherRecord
 from profiler.format.decode.decoder import ChunkDecoder, check_frame_cpus, cpu_limit, decode_others
 from profiler.format.decode.samples import event_id_word
+from profiler.format.decode.views import RecordViews
 from profiler.format.events import EventTable
 from profiler.native import kernels
 
@@ -133,9 +140,14 @@ class NativeTally:
         then tallies it."""
         start = np.asarray([f.offset + FRAME_HEADER_SIZE for f in frames], dtype=np.int64)
         length = np.asarray([len(f.payload) for f in frames], dtype=np.int64)
+        return self.tally(self.decoder.views.view, start, length, frames, seq0)
+
+    def tally(self, view: memoryview, start: I64, length: I64, frames: list[FileFrame],
+              seq0: int) -> NativeChunk | None:
+        """The records of ``frames``, at ``start`` (``length`` bytes each) in ``view``, tallied."""
         cpu = np.asarray([f.cpu for f in frames], dtype=np.int64)
         out = self.module.tally_chunk(
-            self.decoder.views.view, start, length, cpu, self.fields, self.field_start, self.ids, self.id_event,
+            view, start, length, cpu, self.fields, self.field_start, self.ids, self.id_event,
             self.cpus, self.time_ranges, self.other_time, self.other_seq, self.gen_log, self.comm_log,
             seq0, self.id_word, self.events.default.index, int(self.callchains), self.cpu_limit, int(self.keep_cpu))
         if out is None:
@@ -180,7 +192,13 @@ def scan_chunk(module: ModuleType, decoder: ChunkDecoder, frames: list[FileFrame
     kernel declines (the numpy path then scans it)."""
     start = np.asarray([f.offset + FRAME_HEADER_SIZE for f in frames], dtype=np.int64)
     length = np.asarray([len(f.payload) for f in frames], dtype=np.int64)
-    out = module.scan_chunk(decoder.views.view, start, length, -1 if time_word is None else time_word)
+    return scan_view(module, decoder, decoder.views, start, length, frames, time_word)
+
+
+def scan_view(module: ModuleType, decoder: ChunkDecoder, views: RecordViews, start: I64, length: I64,
+              frames: list[FileFrame], time_word: int | None) -> NativeScan | None:
+    """:func:`scan_chunk` over the records of ``frames`` at ``start`` in ``views``."""
+    out = module.scan_chunk(views.view, start, length, -1 if time_word is None else time_word)
     if out is None:
         return None
     stops_b, samples_b, others_b, types_b, (any_time, tmin, tmax) = out
@@ -196,7 +214,115 @@ def scan_chunk(module: ModuleType, decoder: ChunkDecoder, frames: list[FileFrame
         counts[R.record_name(t) if t < 255 else "OTHER"] += int(hist[t])
     triples = np.frombuffer(others_b, dtype=np.int64).reshape(-1, 3)
     others: list[OtherRecord] = []
-    failed = decode_others(decoder.views, decoder.events, triples[:, 0].copy(), cpus[triples[:, 1 + 1]],
+    failed = decode_others(views, decoder.events, triples[:, 0].copy(), cpus[triples[:, 2]],
                            triples[:, 1].copy(), others)
     return NativeScan(int(hist.sum()), others, counts, warnings, failed,
                       (int(tmin), int(tmax)) if any_time else (-1, -1))
+
+
+@dataclass
+class StreamChunk:
+    """Consecutive stored frames (RAW_ZSTD inflated on the way) read as one chunk, with the
+    inflated length of each."""
+
+    frames: list[FileFrame]
+    lengths: list[int]
+
+
+class FrameStream:
+    """A capture's record frames inflated chunk by chunk into one reused buffer, never into a
+    temporary file (issue 28): a report reads each compressed frame twice (the tally's two
+    passes) at zstd's speed instead of writing the inflated capture and faulting it back in —
+    and a flat report of a ``--call-graph dwarf`` capture never writes its stack copies.
+
+    The first pass (:meth:`first_pass`) decides which frames fit the budget the reader's own
+    inflation keeps (``inflate.raw_budget``; the same frames are skipped, with the same
+    warning, given by :meth:`commit`) and groups the frames into chunks; the second
+    (:meth:`view_of`) inflates a chunk again."""
+
+    def __init__(self, reader: CaptureReader, frames: list[FileFrame], chunk_bytes: int, bo: str) -> None:
+        self.reader = reader
+        self.bo = bo
+        self.frames = [f for f in frames if f.kind in (FRAME_RAW, FRAME_RAW_ZSTD, FRAME_SYNTH) and len(f.payload)]
+        self.chunk_bytes = chunk_bytes
+        self.buffer = bytearray()
+        self.skipped: list[int] = []  # the first pass's: frames past the budget
+        self.inflated: list[tuple[int, int, int]] = []  # (seq, stored, inflated bytes) of the others
+
+    @classmethod
+    def of(cls, reader: CaptureReader, chunk_bytes: int, bo: str) -> FrameStream | None:
+        """A stream over ``reader``'s frames when some are RAW_ZSTD and still compressed."""
+        stored = reader.stored_frames() if isinstance(reader, CaptureReader) else None
+        if stored is None or not any(f.kind == FRAME_RAW_ZSTD for f in stored):
+            return None
+        return cls(reader, stored, chunk_bytes, bo)
+
+    def first_pass(self) -> Iterator[tuple[StreamChunk, RecordViews, I64, I64]]:
+        """Each chunk with its frames inflated: (chunk, views over the buffer, starts, lengths).
+        Frames past the budget are left out (see :meth:`commit`)."""
+        left = raw_budget(self.reader.size)
+        self.skipped, self.inflated = [], []
+        chunk = StreamChunk([], [])
+        size = 0
+        for frame in self.frames:
+            at = size + (-size) % 8
+            if frame.kind == FRAME_RAW_ZSTD:
+                n = zstd_decompress_into(frame.payload, functools.partial(self._room_at, at), left)
+                if n is None:
+                    self.skipped.append(frame.seq)
+                    continue
+                left -= n
+                self.inflated.append((frame.seq, len(frame.payload), n))
+            else:
+                n = len(frame.payload)
+                self._room(at + n)[at:at + n] = frame.payload
+            chunk.frames.append(frame)
+            chunk.lengths.append(n)
+            size = at + n
+            if size >= self.chunk_bytes:
+                yield (chunk, *self._views(chunk.lengths))
+                chunk, size = StreamChunk([], []), 0
+        if chunk.frames:
+            yield (chunk, *self._views(chunk.lengths))
+
+    def commit(self) -> None:
+        """Tell the reader what the first pass inflated and skipped (its ``inflated`` and one
+        warning), as its own inflation would have: once the stream is used for the report."""
+        for seq, stored, inflated in self.inflated:
+            self.reader.inflated.add(seq, stored, inflated)
+        if self.skipped:
+            self.reader.warn(skipped_note(self.skipped, raw_budget(self.reader.size), self.reader.size))
+
+    def view_of(self, chunk: StreamChunk) -> tuple[RecordViews, I64, I64]:
+        """The chunk's frames inflated again (the second pass)."""
+        size = 0
+        for frame, length in zip(chunk.frames, chunk.lengths):
+            at = size + (-size) % 8
+            if frame.kind == FRAME_RAW_ZSTD:
+                n = zstd_decompress_into(frame.payload, functools.partial(self._room_at, at), length)
+                if n != length:  # the same bytes inflated the first time
+                    raise FormatError(f"compressed raw frame number {frame.seq} changed while reading.")
+            else:
+                self._room(at + length)[at:at + length] = frame.payload
+            size = at + length
+        return self._views(chunk.lengths)
+
+    def _room_at(self, at: int, n: int) -> memoryview:
+        """``n`` bytes of the buffer from ``at``."""
+        return self._room(at + n)[at:at + n]
+
+    def _room(self, need: int) -> memoryview:
+        """The buffer, grown to ``need`` bytes (its contents kept)."""
+        if len(self.buffer) < need:
+            grown = bytearray(max(need, 2 * len(self.buffer)))
+            grown[:len(self.buffer)] = self.buffer
+            self.buffer = grown
+        return memoryview(self.buffer)
+
+    def _views(self, lengths: list[int]) -> tuple[RecordViews, I64, I64]:
+        """Views over the buffer's frames (each 8-aligned, ``lengths`` bytes) and their starts."""
+        length = np.asarray(lengths, dtype=np.int64)
+        start = np.zeros(len(length), dtype=np.int64)
+        np.cumsum(((length + 7) & ~7)[:-1], out=start[1:])
+        end = int(start[-1] + length[-1]) if len(length) else 0
+        return RecordViews(None, self.bo, memoryview(self.buffer)[:end]), start, length

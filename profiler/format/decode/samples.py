@@ -227,11 +227,13 @@ class SampleBuilder:
         if at is None:
             self._add_event(views, events.default, offs, sizes, seq, cpus)
             return
-        ident = views.w64[(offs >> 3) + at] if len(offs) else np.zeros(0, dtype=np.uint64)
+        # a record too short to hold the id (damaged: it fails its walk) is read as event 0's
+        inside = sizes > 8 * at
+        ident = views.w64[np.where(inside, (offs >> 3) + at, 0)] if len(offs) else np.zeros(0, dtype=np.uint64)
         event_of = np.zeros(len(offs), dtype=np.int64)
         for ev in events.events[1:]:
             if ev.ids:
-                event_of[np.isin(ident, np.asarray(ev.ids, dtype=np.uint64))] = ev.index
+                event_of[np.isin(ident, np.asarray(ev.ids, dtype=np.uint64)) & inside] = ev.index
         for ev in events.events:
             idx = np.flatnonzero(event_of == ev.index)
             if len(idx):

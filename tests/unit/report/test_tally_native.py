@@ -9,6 +9,7 @@ are byte-identical with the extension hidden (PROFILER_NO_NATIVE=1)."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import shutil
 import struct
@@ -25,6 +26,7 @@ from tests.support.paths import CAPTURES
 from tests.support.report_capture import comm, fork, mmap2
 
 from profiler.format import perf_data_opener  # noqa: F401  registers: perf.data opens as a capture
+from profiler.errors import FormatError
 from profiler.format import records as R
 from profiler.format.container.layout import VERSION_FRAME_CPU, VERSION_PLAIN
 from profiler.format.container.reader import CaptureReader
@@ -44,6 +46,7 @@ def outcome(path: Path, native: bool, monkeypatch: pytest.MonkeyPatch, **kw: Any
     reader = CaptureReader.open(str(path))
     try:
         t = tally.tally_capture(reader, jobs=1, **kw)
+        read = (list(reader.warnings), sorted(reader.inflated.seqs), reader.inflated.stored, reader.inflated.inflated)
     except Exception as exc:  # noqa: BLE001  both paths must fail alike
         return ("error", type(exc).__name__, str(exc))
     finally:
@@ -52,7 +55,7 @@ def outcome(path: Path, native: bool, monkeypatch: pytest.MonkeyPatch, **kw: Any
         return None
     rows = {f.name: getattr(t.rows, f.name).tolist() for f in fields(t.rows)}
     return (rows, t.chains.start.tolist(), t.chains.words.tolist(), sorted(t.has), t.recorded.tolist(),
-            dict(t.counts), t.warnings, t.damaged_samples, t.first_time, t.state.comm_names)
+            dict(t.counts), t.warnings, t.damaged_samples, t.first_time, t.state.comm_names, read)
 
 
 FILTERS = [
@@ -113,7 +116,8 @@ CHAINS = [(R.PERF_CONTEXT_USER, 0x401000, 0x401200), (R.PERF_CONTEXT_KERNEL, 0xF
           (0x401000,), ()]
 
 
-def sample_words(rng: random.Random, layout: R.SampleLayout, ident: int, t: int, pid: int) -> list[int]:
+def sample_words(rng: random.Random, layout: R.SampleLayout, ident: int, t: int, pid: int,
+                 periods: tuple[int, ...] = (1, 1000, 7)) -> list[int]:
     """One SAMPLE record's words (header first) of ``layout``, with random field values."""
     words = [0]
     for f in layout.sample_fields:
@@ -127,7 +131,7 @@ def sample_words(rng: random.Random, layout: R.SampleLayout, ident: int, t: int,
         elif f.name == "cpu":
             words.append(rng.choice([0, 1, 1, 0xFFFFFFFF]))
         elif f.name == "period":
-            words.append(rng.choice([1, 1000, 2 ** 63 + 5]))
+            words.append(rng.choice(periods))
         elif f.name == "ip":
             words.append(rng.choice([0x401000, 0x401008, 0xFFFFFFFF81000010]))
         elif f.kind in R.FIXED_KINDS:
@@ -177,10 +181,11 @@ def damaged(rng: random.Random, words: list[int]) -> list[int]:
     return out
 
 
-def layout_capture(path: Path, seed: int, damage: float = 0.0) -> Path:
+def layout_capture(path: Path, seed: int, damage: float = 0.0, zstd: bool = False) -> Path:
     """One to three events of random layouts (several: told apart by IDENTIFIER, or by ID with
     one layout), samples of four threads on two CPUs among COMM/MMAP2/FORK records, raw frames
-    of a few records, in format 2.x or 3.0 (frames name their CPU)."""
+    of a few records (``zstd``: half of them RAW_ZSTD), in format 2.x or 3.0 (frames name their
+    CPU)."""
     rng = random.Random(seed)
     nev = rng.choice([1, 2, 3])
     by_id = nev > 1 and rng.random() < 0.5
@@ -198,6 +203,8 @@ def layout_capture(path: Path, seed: int, damage: float = 0.0) -> Path:
     writer.write_synth(b"".join(encode(r, base) for r in [comm(100, 100, "a", 1), comm(200, 200, "b", 1),
                                                            mmap2(100, 0x400000, 0x10000, 0, "/bin/a", 1)]))
     t = 1000
+    # one capture in five has periods that add up past 2^64 (refused alike by both paths)
+    periods = (1, 1000, 2 ** 63 + 5) if rng.random() < 0.2 else (1, 1000, 7)
     pending: dict[int, list[bytes]] = {0: [], 1: [], 0xFFFF: []}
     for i in range(300):
         t += rng.choice([0, 1, 2])
@@ -213,7 +220,8 @@ def layout_capture(path: Path, seed: int, damage: float = 0.0) -> Path:
             data = encode(fork(300 + i, 100, 300 + i, 100, t), base)
         else:
             k = rng.randrange(nev)
-            words = sample_words(rng, layouts[k], rng.choice(events[k]["ids"] + [99]), t, rng.choice([100, 200]))
+            words = sample_words(rng, layouts[k], rng.choice(events[k]["ids"] + [99]), t, rng.choice([100, 200]),
+                                 periods)
             if rng.random() < damage:
                 words = damaged(rng, words)
             misc = rng.choice([R.PERF_RECORD_MISC_USER, R.PERF_RECORD_MISC_KERNEL])
@@ -221,13 +229,51 @@ def layout_capture(path: Path, seed: int, damage: float = 0.0) -> Path:
             data = struct.pack(f"<{len(words)}Q", *words)
         pending[cpu].append(data)
         if len(pending[cpu]) >= rng.randint(2, 9):
-            writer.write_raw(cpu, b"".join(pending[cpu]))
+            write_frame(writer, rng, cpu, b"".join(pending[cpu]), zstd)
             pending[cpu] = []
     for cpu, recs in pending.items():
         if recs:
-            writer.write_raw(cpu, b"".join(recs))
+            write_frame(writer, rng, cpu, b"".join(recs), zstd)
     writer.close({})
     return path
+
+
+def write_frame(writer: CaptureWriter, rng: random.Random, cpu: int, data: bytes, zstd: bool) -> None:
+    if zstd and rng.random() < 0.5:
+        writer.write_raw_zstd(cpu, data)
+    else:
+        writer.write_raw(cpu, data)
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", SEEDS)
+def test_compressed_frames_streamed_through_one_buffer_tally_as_inflated_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """RAW_ZSTD frames inflated chunk by chunk into the kernel's buffer (FrameStream) give what
+    the reader's inflation into a temporary file gives the numpy path; the report never makes
+    that file."""
+    path = layout_capture(tmp_path / "r.prof", 300 + seed, damage=0.1, zstd=True)
+    assert_same(path, monkeypatch, chunks=(None, 300))
+    monkeypatch.setenv("PROFILER_NO_NATIVE", "0")
+    reader = CaptureReader.open(str(path))
+    with contextlib.suppress(FormatError):  # periods made to add up past 2^64: refused alike
+        tally.tally_capture(reader, Filters(), jobs=1)
+    assert reader.stored_frames() is not None  # never inflated into a temporary file
+    reader.close()
+
+
+@needs_kernels
+@pytest.mark.parametrize("base", [600, 3000, 20000])
+def test_streamed_frames_past_the_inflation_budget_are_skipped_as_the_reader_skips_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: int) -> None:
+    from profiler.format.container import inflate
+
+    path = layout_capture(tmp_path / "r.prof", 3, zstd=True)  # 28 KB of records inflated
+    monkeypatch.setattr(inflate, "RAW_INFLATE_BASE", base)
+    monkeypatch.setattr(inflate, "RAW_INFLATE_PER_BYTE", 0)
+    want = outcome(path, False, monkeypatch, filters=Filters())
+    assert want is not None and want[0] != "error" and any("skipped" in w for w in want[-1][0]), want
+    assert outcome(path, True, monkeypatch, filters=Filters()) == want
 
 
 @needs_kernels
