@@ -759,7 +759,177 @@ fail:
     return NULL;
 }
 
+/* unwind_step: one depth of profiler/unwind/unwinder.py's DWARF unwinder for every active
+ * sample (its _step after the rule lookup, which stays in numpy): CFA, saved registers and
+ * the return address read from each sample's stack copy, the reason to stop. The constants
+ * are table.py's and unwinder.py's (unwind_native checks them). Registers are updated in
+ * place; every value is computed from the sample's registers before the step. */
+enum { CFA_REG_ = 1, CFA_DEREF_ = 2, CFA_PLT_ = 3 };
+enum { R_SAME = 0, R_AT_CFA = 2, R_VAL_CFA = 3, R_AT_REG = 4 };
+enum { LOC_NO_MAP_ = 1, LOC_NO_CFI_ = 2, LOC_FP_ = 3 };
+enum { W_END = 0, W_NO_MAP = 1, W_NO_CFI = 2, W_SHORT = 3, W_UNSUPPORTED = 4, W_NO_PROGRESS = 5, W_ACTIVE = 255 };
+#define MAX_COLUMNS 128
+
+/* The u64 at ``addr`` in a stack copy of ``size`` bytes at ``offset`` in ``buf`` holding the
+ * memory from ``sp0`` up (unwinder.read_words); 0 and not inside when it is not all there. */
+static uint64_t read_word(const uint8_t *buf, int64_t buflen, int64_t offset, int64_t size, uint64_t sp0,
+                          uint64_t addr, int *inside) {
+    int64_t rel = (int64_t)(addr - sp0);
+    if (rel < 0 || rel > size - 8 || buflen == 0 || offset < 0 || offset + rel < 0 || offset + rel > buflen - 8) {
+        *inside = 0;
+        return 0;
+    }
+    uint64_t v;
+    memcpy(&v, buf + offset + rel, 8); /* little-endian machines only: the caller checks */
+    *inside = 1;
+    return v;
+}
+
+enum { U_BUF, U_OFFSET, U_SIZE, U_SP0, U_PC, U_REGS, U_VALID, U_SIGNAL, U_ROW, U_KIND, U_OK, U_CFA_KIND,
+       U_CFA_REG, U_CFA_OFF, U_PLT, U_RULE_KIND, U_RULE_ARG, U_RULE_REG, U_FLAGS, U_N };
+
+static PyObject *unwind_step(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[U_N];
+    long long fp_index, t, ra_col, sp_col, ra_is_register;
+    unsigned long long ra_mask;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOLLLLKL", &objs[U_BUF], &objs[U_OFFSET], &objs[U_SIZE],
+                          &objs[U_SP0], &objs[U_PC], &objs[U_REGS], &objs[U_VALID], &objs[U_SIGNAL], &objs[U_ROW],
+                          &objs[U_KIND], &objs[U_OK], &objs[U_CFA_KIND], &objs[U_CFA_REG], &objs[U_CFA_OFF],
+                          &objs[U_PLT], &objs[U_RULE_KIND], &objs[U_RULE_ARG], &objs[U_RULE_REG], &objs[U_FLAGS],
+                          &fp_index, &t, &ra_col, &sp_col, &ra_mask, &ra_is_register))
+        return NULL;
+    static const Py_ssize_t items[U_N] = {1, 8, 8, 8, 8, 8, 1, 1, 8, 1, 1, 1, 8, 8, 8, 1, 8, 8, 1};
+    Buf b[U_N];
+    memset(b, 0, sizeof(b));
+    for (int i = 0; i < U_N; i++) {
+        int writable = i == U_PC || i == U_REGS || i == U_VALID || i == U_SIGNAL;
+        if (PyObject_GetBuffer(objs[i], &b[i].b, writable ? PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE
+                                                          : PyBUF_C_CONTIGUOUS) < 0) {
+            release(b, U_N);
+            return NULL;
+        }
+        b[i].held = 1;
+        if (b[i].b.len % items[i]) {
+            PyErr_SetString(PyExc_ValueError, "unwind_step: an array of the wrong item size");
+            release(b, U_N);
+            return NULL;
+        }
+    }
+    int64_t m = b[U_PC].b.len / 8, nrows = b[U_CFA_KIND].b.len;
+    int bad = t <= 0 || t > MAX_COLUMNS || ra_col < 0 || ra_col >= t || sp_col < 0 || sp_col >= t ||
+              fp_index < 0 || fp_index >= nrows;
+    bad |= b[U_OFFSET].b.len != m * 8 || b[U_SIZE].b.len != m * 8 || b[U_SP0].b.len != m * 8 ||
+           b[U_REGS].b.len != m * t * 8 || b[U_VALID].b.len != m * t || b[U_SIGNAL].b.len != m ||
+           b[U_ROW].b.len != m * 8 || b[U_KIND].b.len != m || b[U_OK].b.len != m;
+    bad |= b[U_CFA_REG].b.len != nrows * 8 || b[U_CFA_OFF].b.len != nrows * 8 || b[U_PLT].b.len != nrows * 8 ||
+           b[U_RULE_KIND].b.len != nrows * t || b[U_RULE_ARG].b.len != nrows * t * 8 ||
+           b[U_RULE_REG].b.len != nrows * t * 8 || b[U_FLAGS].b.len != nrows;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "unwind_step: inconsistent arguments");
+        release(b, U_N);
+        return NULL;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)m);
+    if (!out) {
+        release(b, U_N);
+        return NULL;
+    }
+    uint8_t *why = (uint8_t *)PyByteArray_AS_STRING(out);
+    const uint8_t *buf = b[U_BUF].b.buf;
+    int64_t buflen = b[U_BUF].b.len;
+    const int64_t *offset = b[U_OFFSET].b.buf, *size = b[U_SIZE].b.buf, *row_of = b[U_ROW].b.buf;
+    const uint64_t *sp0 = b[U_SP0].b.buf;
+    uint64_t *pcs = b[U_PC].b.buf, *regs = b[U_REGS].b.buf;
+    uint8_t *valid = b[U_VALID].b.buf, *after_signal = b[U_SIGNAL].b.buf;
+    const int8_t *kind = b[U_KIND].b.buf;
+    const uint8_t *okv = b[U_OK].b.buf, *cfa_kind = b[U_CFA_KIND].b.buf, *rule_kind = b[U_RULE_KIND].b.buf;
+    const uint8_t *flags = b[U_FLAGS].b.buf;
+    const int64_t *cfa_reg = b[U_CFA_REG].b.buf, *cfa_off = b[U_CFA_OFF].b.buf, *rule_arg = b[U_RULE_ARG].b.buf;
+    const int64_t *rule_reg = b[U_RULE_REG].b.buf;
+    const uint64_t *plt = b[U_PLT].b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < m; i++) {
+        uint64_t *reg = regs + i * t, old[MAX_COLUMNS];
+        uint8_t *val = valid + i * t, old_ok[MAX_COLUMNS];
+        memcpy(old, reg, (size_t)t * 8);
+        memcpy(old_ok, val, (size_t)t);
+        int fp = kind[i] == LOC_FP_, no_map = kind[i] == LOC_NO_MAP_;
+        int no_cfi = !no_map && !fp && (kind[i] == LOC_NO_CFI_ || !okv[i]);
+        int64_t r = fp ? fp_index : row_of[i];
+        if (r < 0 || r >= nrows)
+            r = fp_index, no_cfi = !no_map; /* a row the lookup never gives: no CFI */
+        int ck = cfa_kind[r];
+        int64_t creg = cfa_reg[r];
+        int signal = (flags[r] & 1) != 0;
+        int unsupported = (ck != CFA_REG_ && ck != CFA_DEREF_ && ck != CFA_PLT_) || creg < 0 || creg >= t;
+        int64_t base_col = creg > 0 && creg < t ? creg : 0;
+        int base_ok = old_ok[base_col] && !unsupported;
+        uint64_t cfa = old[base_col] + (uint64_t)cfa_off[r];
+        if (ck == CFA_PLT_ && (pcs[i] & 15) >= plt[r])
+            cfa += 8;
+        if (ck == CFA_DEREF_) {
+            int inside;
+            cfa = read_word(buf, buflen, offset[i], size[i], sp0[i], cfa, &inside);
+            base_ok &= inside;
+        }
+        int ra_short = 0;
+        for (int64_t c = 0; c < t; c++) {
+            int k = rule_kind[r * t + c];
+            if (k == R_SAME)
+                continue;
+            uint64_t arg = (uint64_t)rule_arg[r * t + c];
+            int64_t src = rule_reg[r * t + c];
+            src = src > 0 && src < t ? src : 0;
+            int at_reg = k == R_AT_REG;
+            uint64_t where = (at_reg ? old[src] : cfa) + arg;
+            int src_ok = at_reg ? old_ok[src] : base_ok;
+            int in_memory = at_reg || k == R_AT_CFA;
+            int inside;
+            uint64_t value = read_word(buf, buflen, offset[i], size[i], sp0[i], where, &inside);
+            if (c == ra_col && in_memory && !inside && src_ok)
+                ra_short = 1;
+            reg[c] = in_memory ? value : where;
+            val[c] = in_memory ? (uint8_t)(inside && src_ok) : (uint8_t)(k == R_VAL_CFA && src_ok);
+        }
+        uint64_t old_sp = old[sp_col];
+        if (rule_kind[r * t + sp_col] == R_SAME) {
+            reg[sp_col] = cfa;
+            val[sp_col] = (uint8_t)base_ok;
+        }
+        uint64_t ra = reg[ra_col] & ra_mask;
+        int ra_ok = val[ra_col];
+        uint8_t w;
+        if (no_map)
+            w = W_NO_MAP;
+        else if (no_cfi)
+            w = W_NO_CFI;
+        else if (unsupported || (!base_ok && ck == CFA_REG_))
+            w = W_UNSUPPORTED;
+        else if (!base_ok || ra_short)
+            w = W_SHORT;
+        else if (!ra_ok || ra == 0)
+            w = W_END;
+        else if (!val[sp_col] || (reg[sp_col] <= old_sp && !signal))
+            w = W_NO_PROGRESS;
+        else
+            w = W_ACTIVE;
+        why[i] = w;
+        if (!ra_is_register)
+            val[ra_col] = 0;
+        pcs[i] = ra;
+        after_signal[i] = (uint8_t)signal;
+    }
+    Py_END_ALLOW_THREADS
+    release(b, U_N);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"unwind_step", unwind_step, METH_VARARGS,
+     "unwind_step(buf, offset, size, sp0, pc, regs, valid, after_signal, row, kind, ok, cfa_kind, cfa_reg, "
+     "cfa_off, plt, rule_kind, rule_arg, rule_reg, flags, fp_index, columns, ra, sp, ra_mask, ra_is_register) "
+     "-> why: see profiler/unwind/unwinder.py"},
     {"scan_chunk", scan_chunk, METH_VARARGS,
      "scan_chunk(view, frame_start, frame_len, time_word) -> (stops, samples, others, types, (any, tmin, tmax)) "
      "or None: see profiler/report/tally_native.py"},
