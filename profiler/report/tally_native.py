@@ -288,10 +288,14 @@ class FrameStream:
     def commit(self) -> None:
         """Tell the reader what the first pass inflated and skipped (its ``inflated`` and one
         warning), as its own inflation would have: once the stream is used for the report."""
+        done = self.reader.inflated.seqs
         for seq, stored, inflated in self.inflated:
-            self.reader.inflated.add(seq, stored, inflated)
+            if seq not in done:  # a second tally of the same capture (other options) streams again
+                self.reader.inflated.add(seq, stored, inflated)
         if self.skipped:
-            self.reader.warn(skipped_note(self.skipped, raw_budget(self.reader.size), self.reader.size))
+            note = skipped_note(self.skipped, raw_budget(self.reader.size), self.reader.size)
+            if note not in self.reader.warnings:
+                self.reader.warn(note)
 
     def view_of(self, chunk: StreamChunk) -> tuple[RecordViews, I64, I64]:
         """The chunk's frames inflated again (the second pass)."""

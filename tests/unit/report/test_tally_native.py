@@ -274,6 +274,12 @@ def test_streamed_frames_past_the_inflation_budget_are_skipped_as_the_reader_ski
     want = outcome(path, False, monkeypatch, filters=Filters())
     assert want is not None and want[0] != "error" and any("skipped" in w for w in want[-1][0]), want
     assert outcome(path, True, monkeypatch, filters=Filters()) == want
+    reader = CaptureReader.open(str(path))  # two tallies of one capture: one warning, counted once
+    tally.tally_capture(reader, Filters(), jobs=1)
+    tally.tally_capture(reader, Filters(), callchains=False, jobs=1)
+    assert (list(reader.warnings), sorted(reader.inflated.seqs), reader.inflated.stored,
+            reader.inflated.inflated) == want[-1]
+    reader.close()
 
 
 @needs_kernels
