@@ -148,4 +148,4 @@ bench-archive: venv fixtures
 	$(PY) benchmarks/bench_archive.py
 
 clean:
-	rm -rf $(VENV) $(OUT) fixtures/build .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OUT) fixtures/build .pytest_cache .mypy_cache build profiler/native/*.so
