@@ -23,8 +23,9 @@ venv: $(STAMP)
 # mode installs an import hook that every interpreter start imports (with pathlib, fnmatch and
 # importlib.util): ~13 ms of CPU on each `profiler` command. Should a setuptools release drop
 # compat mode, the default mode is used. The stamp depends on this Makefile, so a change to
-# how the venv is made re-installs existing ones.
-$(STAMP): pyproject.toml Makefile
+# how the venv is made re-installs existing ones. The install builds the optional compiled kernel
+# (setup.py) in place, next to its source: an edit of compiled.c re-installs.
+$(STAMP): pyproject.toml Makefile setup.py profiler/native/compiled.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e '.[test]' --config-settings editable_mode=compat \
@@ -150,4 +151,4 @@ bench-archive: venv fixtures
 	$(PY) benchmarks/bench_archive.py
 
 clean:
-	rm -rf $(VENV) $(OUT) fixtures/build .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OUT) fixtures/build .pytest_cache .mypy_cache build profiler/native/*.so

@@ -9,6 +9,7 @@ and its exit code; tracebacks never reach the user.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from profiler.exits import run_mapped
@@ -20,6 +21,11 @@ if TYPE_CHECKING:
 
 def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] not in (["record"], ["stat"]):
+        # numpy's OpenBLAS starts a thread per CPU when numpy loads; no command uses BLAS:
+        # 0.05-0.1 s of CPU per command here. Not for record and stat: their workload
+        # inherits the environment.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if args[:1] == ["record"]:
         from profiler.commands import record_args
 

@@ -23,6 +23,8 @@ class _Warner(Protocol):
 
 @dataclass(frozen=True)
 class Event:
+    """One event of a capture: its index in the event table, name, attr, ids and sample layout."""
+
     index: int
     name: str
     attr: dict[str, Any]

@@ -58,6 +58,8 @@ class ReadValues:
 
 @dataclass(slots=True)
 class BranchEntry:
+    """One PERF_SAMPLE_BRANCH_STACK entry."""
+
     from_ip: int
     to_ip: int
     flags: int
@@ -89,6 +91,8 @@ def record_time(rec: Record) -> int | None:
 
 @dataclass(slots=True)
 class Mmap(Record):
+    """PERF_RECORD_MMAP."""  # a docstring: dataclass() then skips inspect.signature at import
+
     TYPE: ClassVar[int] = PERF_RECORD_MMAP
     pid: int
     tid: int
@@ -100,6 +104,8 @@ class Mmap(Record):
 
 @dataclass(slots=True)
 class Lost(Record):
+    """PERF_RECORD_LOST."""
+
     TYPE: ClassVar[int] = PERF_RECORD_LOST
     id: int
     lost: int
@@ -122,6 +128,8 @@ class Comm(Record):
 
 @dataclass(slots=True)
 class Exit(Record):
+    """PERF_RECORD_EXIT."""
+
     TYPE: ClassVar[int] = PERF_RECORD_EXIT
     pid: int
     ppid: int
@@ -132,6 +140,8 @@ class Exit(Record):
 
 @dataclass(slots=True)
 class Throttle(Record):
+    """PERF_RECORD_THROTTLE."""
+
     TYPE: ClassVar[int] = PERF_RECORD_THROTTLE
     time: int
     id: int
@@ -140,6 +150,8 @@ class Throttle(Record):
 
 @dataclass(slots=True)
 class Unthrottle(Record):
+    """PERF_RECORD_UNTHROTTLE."""
+
     TYPE: ClassVar[int] = PERF_RECORD_UNTHROTTLE
     time: int
     id: int
@@ -148,6 +160,8 @@ class Unthrottle(Record):
 
 @dataclass(slots=True)
 class Fork(Record):
+    """PERF_RECORD_FORK."""
+
     TYPE: ClassVar[int] = PERF_RECORD_FORK
     pid: int
     ppid: int
@@ -158,6 +172,8 @@ class Fork(Record):
 
 @dataclass(slots=True)
 class Read(Record):
+    """PERF_RECORD_READ."""
+
     TYPE: ClassVar[int] = PERF_RECORD_READ
     pid: int
     tid: int
@@ -228,6 +244,8 @@ class Mmap2(Record):
 
 @dataclass(slots=True)
 class Aux(Record):
+    """PERF_RECORD_AUX."""
+
     TYPE: ClassVar[int] = PERF_RECORD_AUX
     aux_offset: int
     aux_size: int
@@ -236,6 +254,8 @@ class Aux(Record):
 
 @dataclass(slots=True)
 class ItraceStart(Record):
+    """PERF_RECORD_ITRACE_START."""
+
     TYPE: ClassVar[int] = PERF_RECORD_ITRACE_START
     pid: int
     tid: int
@@ -243,6 +263,8 @@ class ItraceStart(Record):
 
 @dataclass(slots=True)
 class LostSamples(Record):
+    """PERF_RECORD_LOST_SAMPLES."""
+
     TYPE: ClassVar[int] = PERF_RECORD_LOST_SAMPLES
     lost: int
 
@@ -260,6 +282,8 @@ class Switch(Record):
 
 @dataclass(slots=True)
 class SwitchCpuWide(Record):
+    """PERF_RECORD_SWITCH_CPU_WIDE."""
+
     TYPE: ClassVar[int] = PERF_RECORD_SWITCH_CPU_WIDE
     next_prev_pid: int
     next_prev_tid: int
@@ -271,6 +295,8 @@ class SwitchCpuWide(Record):
 
 @dataclass(slots=True)
 class Namespaces(Record):
+    """PERF_RECORD_NAMESPACES."""
+
     TYPE: ClassVar[int] = PERF_RECORD_NAMESPACES
     pid: int
     tid: int
@@ -279,6 +305,8 @@ class Namespaces(Record):
 
 @dataclass(slots=True)
 class Ksymbol(Record):
+    """PERF_RECORD_KSYMBOL."""
+
     TYPE: ClassVar[int] = PERF_RECORD_KSYMBOL
     addr: int
     len: int
@@ -289,6 +317,8 @@ class Ksymbol(Record):
 
 @dataclass(slots=True)
 class BpfEvent(Record):
+    """PERF_RECORD_BPF_EVENT."""
+
     TYPE: ClassVar[int] = PERF_RECORD_BPF_EVENT
     type: int
     flags: int
@@ -298,6 +328,8 @@ class BpfEvent(Record):
 
 @dataclass(slots=True)
 class Cgroup(Record):
+    """PERF_RECORD_CGROUP."""
+
     TYPE: ClassVar[int] = PERF_RECORD_CGROUP
     id: int
     path: str
@@ -305,6 +337,8 @@ class Cgroup(Record):
 
 @dataclass(slots=True)
 class TextPoke(Record):
+    """PERF_RECORD_TEXT_POKE."""
+
     TYPE: ClassVar[int] = PERF_RECORD_TEXT_POKE
     addr: int
     old_len: int
@@ -314,6 +348,8 @@ class TextPoke(Record):
 
 @dataclass(slots=True)
 class AuxOutputHwId(Record):
+    """PERF_RECORD_AUX_OUTPUT_HW_ID."""
+
     TYPE: ClassVar[int] = PERF_RECORD_AUX_OUTPUT_HW_ID
     hw_id: int
 

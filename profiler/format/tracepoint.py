@@ -30,6 +30,8 @@ _MAX_PAYLOAD = 1 << 16
 
 @dataclass(frozen=True)
 class TraceField:
+    """One field of a tracepoint's format."""
+
     name: str
     type: str  # as declared, without the name and array suffix (``char``, ``__data_loc char[]``)
     offset: int

@@ -37,6 +37,8 @@ class CallNode:
 
 @dataclass
 class _Trie:
+    """A node of the call tree being built."""
+
     weight: int = 0
     samples: int = 0
     kids: dict[int, _Trie] = field(default_factory=dict)

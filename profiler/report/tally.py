@@ -33,6 +33,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
+from types import ModuleType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -50,6 +51,7 @@ from profiler.format.decode.decoder import (
     samples_have_cpu,
 )
 from profiler.format.decode.samples import sample_word
+from profiler.format.decode.views import RecordViews
 from profiler.errors import ProfilerError
 from profiler.format import records as R
 from profiler.format.container.reader import CaptureReader
@@ -58,6 +60,7 @@ from profiler.format.events import EventTable
 from profiler.format.typed_header import CaptureHeader
 from profiler.report.options import Filters, time_bounds
 from profiler.report.replay import ReplayState, name_unknown, place_samples, replay_in_order
+from profiler.report.tally_native import FrameStream, NativeChunk, NativeTally, StreamChunk, scan_chunk, scan_view
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -191,10 +194,15 @@ class _Plan:
     time_ranges: tuple[tuple[int, int], ...]
     callchains: bool
     keep_cpu: bool
+    native: NativeTally | None = None  # the compiled kernel, when it can tally this capture
+    stream: FrameStream | None = None  # with it, compressed frames inflated chunk by chunk
+    stream_chunks: list[StreamChunk] = field(default_factory=list)
 
 
 @dataclass
 class _ChunkResult:
+    """One chunk tallied: its rows, their chains and the chunk's facts."""
+
     rows: Rows
     chains: ChainTable  # the chains ``rows.chain_id`` refers to, numbered from 0 (empty)
     recorded: I64
@@ -230,9 +238,19 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
         return None
     decoder = ChunkDecoder(reader, TALLY_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
     check_cpu_filter(reader, decoder.events, filters)
-    frame_chunks = decoder.plan()
-    jobs = _jobs(jobs, len(frame_chunks))
+    module = NativeTally.usable(decoder)
+    stream = FrameStream.of(reader, decoder.chunk_bytes, decoder.events.bo) if module is not None else None
     time_word = sample_time_word(decoder)
+    stream_chunks: list[StreamChunk] = []
+    if stream is not None and module is not None:
+        jobs = 1
+        scans: Iterator[_Scan] = (_scan_stream(module, decoder, part, stream_chunks, time_word)
+                                  for part in stream.first_pass())
+        frame_chunks: list[list[FileFrame]] = []
+    else:
+        frame_chunks = decoder.plan()
+        jobs = 1 if module is not None else _jobs(jobs, len(frame_chunks))
+        scans = _map(lambda k: _scan_chunk(decoder, frame_chunks[k], time_word, module), len(frame_chunks), jobs)
     warnings: list[str] = []
     counts: Counter[str] = Counter()
     others: list[OtherRecord] = []
@@ -240,8 +258,8 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     chunks: list[tuple[list[FileFrame], int]] = []
     chunk_times: list[tuple[int, int]] = []
     seq0 = 0
-    for frames, scan in zip(frame_chunks, _map(lambda k: _scan_chunk(decoder, frame_chunks[k], time_word),
-                                               len(frame_chunks), jobs)):
+    for k, scan in enumerate(scans):
+        frames = frame_chunks[k] if frame_chunks else []
         for o in scan.others:
             o.seq += seq0
         others.extend(scan.others)
@@ -253,6 +271,8 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
         seq0 += scan.records
     if any(o.time < 0 for o in others):
         return None
+    if stream is not None:
+        stream.commit()
     others.sort(key=lambda o: (o.time, o.seq))
     state = replay_in_order(others, reader.build_ids())
     start = reader.info.start_perf_clock_ns or 0
@@ -262,6 +282,10 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
                  tuple(filters.cpus or ()),
                  tuple(time_bounds(r, np.zeros(0, np.uint64), start) for r in filters.time or ()),
                  callchains, keep_cpu)
+    if module is not None:
+        plan.native = NativeTally(module, decoder, plan.other_time, plan.other_seq, state.gen_log, state.comm_log,
+                                  plan.cpus, plan.time_ranges, callchains, keep_cpu)
+        plan.stream, plan.stream_chunks = stream, stream_chunks
     return Prepared(plan, jobs, counts, warnings, failed, chunk_times)
 
 
@@ -336,7 +360,24 @@ class _Scan:
     times: tuple[int, int]  # its samples' earliest and latest time; (-1, -1) without (or unknown)
 
 
-def _scan_chunk(decoder: ChunkDecoder, frames: list[FileFrame], time_word: int | None) -> _Scan:
+def _scan_stream(module: ModuleType, decoder: ChunkDecoder, part: tuple[StreamChunk, RecordViews, I64, I64],
+                 chunks: list[StreamChunk], time_word: int | None) -> _Scan:
+    """The first pass over one chunk of a :class:`FrameStream` (kept in ``chunks`` for the second)."""
+    chunk, views, start, length = part
+    chunks.append(chunk)
+    scan = scan_view(module, decoder, views, start, length, chunk.frames, time_word)
+    if scan is None:  # the kernel declines only frames outside its buffer or not 8-aligned
+        raise ProfilerError("the compiled kernel refused a chunk of its own buffer.")
+    return _Scan(scan.records, scan.others, scan.counts, scan.warnings, scan.failed, scan.times)
+
+
+def _scan_chunk(decoder: ChunkDecoder, frames: list[FileFrame], time_word: int | None,
+                module: ModuleType | None = None) -> _Scan:
+    if module is not None:
+        scan = scan_chunk(module, decoder, frames, time_word)
+        decoder.release(frames)
+        if scan is not None:
+            return _Scan(scan.records, scan.others, scan.counts, scan.warnings, scan.failed, scan.times)
     warnings: list[str] = []
     chunk = decoder.records(frames, 0, warnings)
     counts: Counter[str] = Counter()
@@ -489,7 +530,36 @@ def _empty_rows() -> Rows:
 
 
 def _tally_chunk(plan: _Plan, index: int) -> _ChunkResult:
-    """Decode, filter, place and tally the samples of chunk ``index``."""
+    """Decode, filter, place and tally the samples of chunk ``index``: with the compiled
+    kernel when there is one (``tally_native.py``), else with numpy."""
+    if plan.native is not None and plan.stream is not None:
+        chunk, seq0 = plan.stream_chunks[index], plan.chunks[index][1]
+        views, start, length = plan.stream.view_of(chunk)
+        done = plan.native.tally(views.view, start, length, chunk.frames, seq0)
+        if done is None:
+            raise ProfilerError("the compiled kernel refused a chunk of its own buffer.")
+        return _native_result(done)
+    if plan.native is not None:
+        frames, seq0 = plan.chunks[index]
+        done = plan.native.chunk(frames, seq0)
+        plan.decoder.release(frames)
+        if done is not None:
+            return _native_result(done)
+    return tally_chunk_numpy(plan, index)
+
+
+def _native_result(c: NativeChunk) -> _ChunkResult:
+    cols = c.columns
+    rows = Rows(event=cols[0], pid=cols[1], tid=cols[2], cpu=cols[3], comm=cols[4], gen=cols[5], misc=cols[6],
+                chain_id=cols[7], ip=cols[8].view(np.uint64), count=cols[9], period=cols[10].view(np.uint64),
+                last_time=cols[11].view(np.uint64), last_seq=cols[12])
+    return _ChunkResult(rows, ChainTable(c.chain_start, c.chain_words), c.recorded, c.damaged, c.has,
+                        c.first_time, c.period_total)
+
+
+def tally_chunk_numpy(plan: _Plan, index: int) -> _ChunkResult:
+    """Decode, filter, place and tally the samples of chunk ``index`` with numpy: the reference
+    the compiled kernel is tested against, and its fallback."""
     decoder = plan.decoder
     frames, seq0 = plan.chunks[index]
     chunk = decoder.records(frames, seq0, [])  # its warnings were given by the first pass

@@ -94,6 +94,8 @@ _CLAUSE_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(==|!=|<=|>=|<|>|~)\s*(.+?)\s*$")
 
 @dataclass(frozen=True)
 class Clause:
+    """One ``FIELD OP VALUE`` clause of ``--trace-filter``."""
+
     field: str
     op: str
     value: str

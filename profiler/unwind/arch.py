@@ -16,6 +16,8 @@ RA, SP = 0, 1
 
 @dataclass(frozen=True)
 class ArchColumns:
+    """An architecture's registers as the unwinder's columns."""
+
     regs: PerfRegs
     dwarf: tuple[int, ...]  # DWARF register number of each column
     fp: int  # column of the frame pointer (rbp / x29)

@@ -16,8 +16,10 @@ to stop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Protocol
 
 import numpy as np
@@ -204,6 +206,7 @@ def unwind(cols: ArchColumns, regs: U64, valid: Bools, pc: U64, stacks: StackCop
                 stacks.sp0.astype(np.uint64))
     out_sample: list[I64] = []
     out_pc: list[U64] = []
+    module = step_kernel()
     for depth in range(max_depth):
         if not len(st.sid):
             break
@@ -212,7 +215,7 @@ def unwind(cols: ArchColumns, regs: U64, valid: Bools, pc: U64, stacks: StackCop
         if depth == max_depth - 1:
             reason[st.sid] = MAX_DEPTH
             break
-        why = _step(cols, st, depth, stacks.buf, code, tables)
+        why = _step(cols, st, depth, stacks.buf, code, tables, module)
         stopped = why != ACTIVE
         reason[st.sid[stopped]] = why[stopped]
         st = st.keep(~stopped)
@@ -240,11 +243,20 @@ class _State:
                       self.offset[go], self.size[go], self.sp0[go])
 
 
-def _step(cols: ArchColumns, st: _State, depth: int, buf: U8, code: CodeMap, tables: CombinedTables) -> U8:
+def step_kernel() -> ModuleType | None:
+    """The compiled unwind step (``profiler/native/compiled.c``), or None: not built,
+    ``PROFILER_NO_NATIVE=1``, or a big-endian machine (it reads the stack copies natively)."""
+    from profiler.native import kernels
+
+    module = kernels()
+    return module if module is not None and sys.byteorder == "little" else None
+
+
+def _step(cols: ArchColumns, st: _State, depth: int, buf: U8, code: CodeMap, tables: CombinedTables,
+          module: ModuleType | None = None) -> U8:
     """One frame for every active sample: updates ``st`` in place (pc, registers) and returns
-    each sample's reason to stop (``ACTIVE``: it goes on)."""
-    m = len(st.sid)
-    t = cols.count
+    each sample's reason to stop (``ACTIVE``: it goes on). The rule lookup is numpy's; the
+    rest runs in the compiled kernel when there is one (the numpy code below is its reference)."""
     pc = st.pc
     lookup = pc
     if depth > 0:
@@ -252,6 +264,23 @@ def _step(cols: ArchColumns, st: _State, depth: int, buf: U8, code: CodeMap, tab
         lookup = pc - (~st.after_signal & (pc > 0)).astype(np.uint64)
     slot, addr, kind = code.locate(st.sid, lookup)
     row, ok = tables.rows(slot, addr)
+    if module is not None:
+        st.pc = pc.copy()  # the caller keeps this depth's pcs: the kernel writes the next ones
+        why = module.unwind_step(
+            np.ascontiguousarray(buf), st.offset, st.size, st.sp0, st.pc, st.regs, st.valid, st.after_signal,
+            np.ascontiguousarray(row, dtype=np.int64), np.ascontiguousarray(kind, dtype=np.int8),
+            np.ascontiguousarray(ok, dtype=bool), tables.cfa_kind, tables.cfa_reg, tables.cfa_off, tables.plt,
+            tables.rule_kind, tables.rule_arg, tables.rule_reg, tables.flags, tables.fp_index, cols.count, RA, SP,
+            cols.ra_mask, int(cols.ra_is_register))
+        out: U8 = np.frombuffer(why, dtype=np.uint8)
+        return out
+    return _step_numpy(cols, st, pc, kind, row, ok, buf, tables)
+
+
+def _step_numpy(cols: ArchColumns, st: _State, pc: U64, kind: npt.NDArray[np.int8], row: I64, ok: Bools, buf: U8,
+                tables: CombinedTables) -> U8:
+    m = len(st.sid)
+    t = cols.count
     fp = kind == LOC_FRAME_POINTER  # JIT code: the frame-pointer rule
     row = np.where(fp, tables.fp_index, row)
     no_map = kind == LOC_NO_MAP

@@ -5,6 +5,7 @@ and zlib are read by :mod:`profiler.format.bounded`."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import msgpack
 
@@ -86,6 +87,43 @@ def zstd_decompress(data: memoryview, limit: int = MAX_FRAME_SIZE) -> bytes | No
     except zstandard.ZstdError as exc:
         raise FormatError(f"a compressed raw frame is damaged ({exc}).") from None
     return b"".join(chunks)
+
+
+def zstd_decompress_into(data: memoryview, room: Callable[[int], memoryview],
+                         limit: int = MAX_FRAME_SIZE) -> int | None:
+    """:func:`zstd_decompress` into the memory ``room(n)`` gives for its ``n`` inflated bytes:
+    ``n``, or None when the frame would inflate past ``limit``. A frame that declares its size
+    is inflated in place, with no bytes object (and no fresh pages) in between; one that does
+    not is inflated by :func:`zstd_decompress` and copied."""
+    global _DECOMPRESSOR
+    zstandard = _zstd()
+    limit = max(0, min(limit, MAX_FRAME_SIZE))
+    try:
+        declared = zstandard.get_frame_parameters(data).content_size
+        if declared == zstandard.CONTENTSIZE_UNKNOWN:
+            whole = zstd_decompress(data, limit)
+            if whole is None:
+                return None
+            room(len(whole))[:] = whole
+            return len(whole)
+        if declared > limit:
+            return None
+        if _DECOMPRESSOR is None:
+            _DECOMPRESSOR = zstandard.ZstdDecompressor()
+        target = room(declared)
+        filled = 0
+        with _DECOMPRESSOR.stream_reader(data, read_across_frames=False) as reader:
+            while filled < declared:
+                n = reader.readinto(target[filled:])
+                if not n:
+                    break
+                filled += n
+            more = reader.read(1) if filled == declared else b""
+    except zstandard.ZstdError as exc:
+        raise FormatError(f"a compressed raw frame is damaged ({exc}).") from None
+    if filled != declared or more:
+        raise FormatError("a compressed raw frame is damaged (its size is not the size it declares).")
+    return int(filled)
 
 
 _DECOMPRESSOR: Any = None

@@ -86,14 +86,14 @@ def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFram
     finally:
         tmp.close()  # the map keeps the (unlinked) file alive
     if skipped:
-        warnings.append(_skipped_note(skipped, total, len(view)))
+        warnings.append(skipped_note(skipped, total, len(view)))
     whole = memoryview(data)
     out_frames = [FileFrame(kind, cpu, seq, off, whole[off + FRAME_HEADER_SIZE:off + FRAME_HEADER_SIZE + length], flags)
                   for kind, cpu, seq, off, length, flags in spans]
     return data, out_frames
 
 
-def _skipped_note(seqs: list[int], budget: int, file_size: int) -> str:
+def skipped_note(seqs: list[int], budget: int, file_size: int) -> str:
     shown = ", ".join(str(seq) for seq in seqs[:5]) + (f" and {len(seqs) - 5} more" if len(seqs) > 5 else "")
     what = f"compressed raw frame number {shown} was" if len(seqs) == 1 else \
         f"{len(seqs)} compressed raw frames (numbers {shown}) were"

@@ -87,6 +87,7 @@ class CaptureReader:
         self._scan: ScanResult | None = None
         self._meta: list[tuple[str, dict[str, Any]]] | None = None
         self.inflated = Inflated()  # what the RAW_ZSTD frames were before they were inflated
+        self._expanded = False  # the RAW_ZSTD frames inflated into a temporary file (scan)
 
     # -- opening --
     @classmethod
@@ -112,13 +113,29 @@ class CaptureReader:
 
     # -- frames --
     def scan(self) -> ScanResult:
-        """Walk every frame once (cached): checks checksums, finds the trailer and damage."""
+        """Walk every frame once (cached): checks checksums, finds the trailer and damage; the
+        RAW_ZSTD frames are then inflated (:meth:`_expand`)."""
+        scan = self._stored_scan()
+        if not self._expanded:
+            self._expanded = True
+            if any(f.kind == FRAME_RAW_ZSTD for f in scan.frames):
+                self._expand(scan)
+        return scan
+
+    def _stored_scan(self) -> ScanResult:
+        """The frames as the file stores them (RAW_ZSTD frames not inflated yet)."""
         if self._scan is None:
-            self._scan = scan_frames(self._view, self._frames_start, self.release,
-                                      self.info.byte_order)
-            if any(f.kind == FRAME_RAW_ZSTD for f in self._scan.frames):
-                self._expand(self._scan)
+            self._scan = scan_frames(self._view, self._frames_start, self.release, self.info.byte_order)
         return self._scan
+
+    def stored_frames(self) -> list[FileFrame] | None:
+        """Every frame as stored — RAW_ZSTD frames compressed — for a reader that inflates
+        them one by one into its own buffer (``report/tally_native.FrameStream``; it keeps
+        within :func:`~profiler.format.container.inflate.raw_budget` as :meth:`_expand` does);
+        None once :meth:`raw_view` or :meth:`iter_frames` inflated them into a temporary file."""
+        if self._expanded:
+            return None
+        return list(self._stored_scan().frames)
 
     def _expand(self, scan: ScanResult) -> None:
         """Read everything from an image of the capture whose RAW_ZSTD frames are inflated
@@ -142,15 +159,15 @@ class CaptureReader:
         """What the reader skipped: damaged frames, and damaged metadata (read first)."""
         if self._meta is None:
             self._meta = self._read_metadata()
-        return self.scan().warnings
+        return self._stored_scan().warnings
 
     @property
     def clean_end(self) -> bool:
-        return self.scan().clean_end
+        return self._stored_scan().clean_end
 
     @property
     def trailer(self) -> dict[str, Any]:
-        return self.scan().trailer
+        return self._stored_scan().trailer
 
     @property
     def size(self) -> int:
@@ -185,8 +202,9 @@ class CaptureReader:
         warning; all of them together inflate within a budget set by the file's size."""
         out: list[tuple[str, dict[str, Any]]] = []
         budget = Budget(self._file_size)
-        warnings = self.scan().warnings
-        for frame in self.scan().frames:
+        scan = self._stored_scan()  # metadata frames are never RAW_ZSTD: no need to inflate those
+        warnings = scan.warnings
+        for frame in list(scan.frames):
             if frame.kind != FRAME_META:
                 continue
             if peek_kind(frame.payload, bool(frame.flags & FLAG_ZLIB)) not in KNOWN_META_KINDS:
@@ -236,7 +254,7 @@ class CaptureReader:
         return self._view
 
     def warn(self, message: str) -> None:
-        self.scan().warnings.append(message)
+        self._stored_scan().warnings.append(message)
 
     def close(self) -> None:
         self._view.release()

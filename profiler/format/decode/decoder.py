@@ -144,9 +144,24 @@ class ChunkDecoder:
     def __init__(self, reader: CaptureReader, chunk_bytes: int = CHUNK_BYTES) -> None:
         self.reader = reader
         self.events = EventTable.from_header(reader.header)
-        self.views = RecordViews(reader, self.events.bo)
-        self.frames = [f for f in reader.iter_frames() if f.kind in (FRAME_RAW, FRAME_SYNTH) and len(f.payload)]
         self.chunk_bytes = chunk_bytes
+        self._views: RecordViews | None = None
+        self._frames: list[FileFrame] | None = None
+
+    @property
+    def views(self) -> RecordViews:
+        """Views over the whole capture (made on first use: they inflate its RAW_ZSTD frames)."""
+        if self._views is None:
+            self._views = RecordViews(self.reader, self.events.bo)
+        return self._views
+
+    @property
+    def frames(self) -> list[FileFrame]:
+        """The capture's RAW and SYNTH frames (RAW_ZSTD ones inflated), on first use."""
+        if self._frames is None:
+            self._frames = [f for f in self.reader.iter_frames() if f.kind in (FRAME_RAW, FRAME_SYNTH)
+                            and len(f.payload)]
+        return self._frames
 
     def plan(self) -> list[list[FileFrame]]:
         """The frames, grouped into chunks of about ``chunk_bytes``."""
@@ -227,6 +242,15 @@ def count_types(types: I64, counts: Counter[str]) -> None:
 def _release(reader: CaptureReader, chunk: list[FileFrame]) -> None:
     first, last = chunk[0], chunk[-1]
     reader.release(first.offset, last.offset + FRAME_HEADER_SIZE + len(last.payload) - first.offset)
+
+
+def decode_others(views: RecordViews, events: EventTable, offsets: I64, cpus: I64, seq: I64,
+                  out: list[OtherRecord]) -> int:
+    """Decode the non-sample records at file ``offsets`` (from frames of ``cpus``, numbered
+    ``seq`` in file order) into ``out``; the number that were damaged."""
+    sizes = views.w16[(offsets >> 1) + 3].astype(np.int64)
+    types = views.w32[offsets >> 2].astype(np.int64)
+    return _decode_others(views, events, offsets, sizes, types, cpus, seq, np.arange(len(offsets)), out)
 
 
 def _decode_others(views: RecordViews, events: EventTable, offsets: I64, sizes: I64, types: I64,

@@ -54,7 +54,7 @@ def sample_word(layout: R.SampleLayout, name: str) -> int | None:
     return _sample_fields(layout).get(name)
 
 
-def _id_word(events: EventTable) -> int | None:
+def event_id_word(events: EventTable) -> int | None:
     """Word of a SAMPLE record (from its header) holding the id that names its event: the
     IDENTIFIER, or with one layout shared by every event, its PERF_SAMPLE_ID (perf record
     writes several events that way); None when one event decodes everything."""
@@ -223,15 +223,17 @@ class SampleBuilder:
     def add(self, views: RecordViews, offs: I64, sizes: I64, seq: I64, cpus: I64) -> None:
         """Samples at file offsets ``offs``; ``cpus``: the ``cpu`` of each one's frame."""
         events = self.events
-        at = _id_word(events)
+        at = event_id_word(events)
         if at is None:
             self._add_event(views, events.default, offs, sizes, seq, cpus)
             return
-        ident = views.w64[(offs >> 3) + at] if len(offs) else np.zeros(0, dtype=np.uint64)
+        # a record too short to hold the id (damaged: it fails its walk) is read as event 0's
+        inside = sizes > 8 * at
+        ident = views.w64[np.where(inside, (offs >> 3) + at, 0)] if len(offs) else np.zeros(0, dtype=np.uint64)
         event_of = np.zeros(len(offs), dtype=np.int64)
         for ev in events.events[1:]:
             if ev.ids:
-                event_of[np.isin(ident, np.asarray(ev.ids, dtype=np.uint64))] = ev.index
+                event_of[np.isin(ident, np.asarray(ev.ids, dtype=np.uint64)) & inside] = ev.index
         for ev in events.events:
             idx = np.flatnonzero(event_of == ev.index)
             if len(idx):

@@ -46,8 +46,10 @@ class RecordViews:
     field in it) is 8-aligned in the file.
     """
 
-    def __init__(self, reader: CaptureReader, bo: str) -> None:
-        view = reader.raw_view()
+    def __init__(self, reader: CaptureReader | None, bo: str, buffer: memoryview | None = None) -> None:
+        """Views over ``reader.raw_view()``, or over ``buffer`` (frames inflated into a buffer
+        of their own: its offsets are then the buffer's)."""
+        view = buffer if buffer is not None else reader.raw_view() if reader is not None else memoryview(b"")
         size = len(view) - len(view) % 8
         self.native = (bo == "<") == (sys.byteorder == "little")
         self.view = view

@@ -33,6 +33,9 @@ def report(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, 
     """The report's output under ``mode``: whole (no folding), or folded by 1 or 2 processes."""
     monkeypatch.setenv("PROFILER_TALLY", "0" if mode == "whole" else "1")
     monkeypatch.setenv("PROFILER_JOBS", "2" if mode == "jobs2" else "1")
+    # jobs1 folds with the compiled kernel when it is built; jobs2 with numpy in worker
+    # processes (the kernel needs none): both must give the whole decode's report
+    monkeypatch.setenv("PROFILER_NO_NATIVE", "1" if mode == "jobs2" else "0")
     code = 0
     try:
         main(["report", *argv])
@@ -288,7 +291,8 @@ def test_a_worker_that_dies_ends_the_report_with_one_sentence(tmp_path: Path) ->
         "from profiler.cli import main\n"
         f"main(['report', '-i', {str(path)!r}])\n"
     )
-    env = {**os.environ, "PROFILER_JOBS": "2", "PROFILER_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "PROFILER_JOBS": "2", "PROFILER_CACHE_DIR": str(tmp_path / "cache"),
+           "PROFILER_NO_NATIVE": "1"}  # the workers serve the numpy fallback only
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode != 0
     assert "Traceback" not in result.stderr

@@ -1,0 +1,947 @@
+/* Compiled kernels for the report's hot loop (issue 28): the optional C extension
+ * profiler.native.compiled. profiler/report/tally_native.py is its Python side; the numpy
+ * code of profiler/report/tally.py is the reference it must match (tests/unit/report/
+ * test_tally_native.py compares them) and the fallback when this module is absent.
+ *
+ * tally_chunk: one chunk of a capture's record frames walked record by record, every sample
+ * decoded (every PERF_SAMPLE_* layout: the fields are described by the caller, in
+ * records.SAMPLE_FIELDS order), filtered by --cpu and --time, placed among the replayed
+ * records (map generation, comm) and counted into distinct rows, with its callchains
+ * deduplicated. A capture is untrusted input: every read is checked against the buffer and
+ * against its record, as profiler/format/decode/samples.py checks them.
+ *
+ * Arrays come through the buffer protocol (no numpy headers); results go back as bytes
+ * objects that the caller views with numpy.frombuffer. Native byte order only: the caller
+ * uses the numpy path for a capture of the other order.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Field kinds of a layout description (tally_native.field_codes must agree). */
+enum { K_WORD = 0, K_READ = 1, K_CALLCHAIN = 2, K_RAW = 3, K_BRANCH = 4, K_REGS = 5, K_STACK = 6, K_AUX = 7 };
+/* The one-word fields a row is made of. */
+enum { C_NONE = 0, C_IP = 1, C_TID = 2, C_TIME = 3, C_CPU = 4, C_PERIOD = 5, C_NCORE = 6 };
+
+#define PERF_RECORD_SAMPLE 9
+#define FMT_TOTAL_TIME_ENABLED 1
+#define FMT_TOTAL_TIME_RUNNING 2
+#define FMT_ID 4
+#define FMT_GROUP 8
+#define FMT_LOST 16
+#define MAX_GROUP 0x10000
+#define NCOLS 13
+
+typedef struct {
+    int64_t event, pid, tid, cpu, comm, gen, misc, chain;
+    uint64_t ip;
+} Key;
+
+typedef struct {
+    Key key;
+    int64_t count;
+    uint64_t period, last_time;
+    int64_t last_seq;
+} Row;
+
+typedef struct {
+    int64_t first, nr; /* words of the buffer */
+} Chain;
+
+typedef struct {
+    const uint64_t *w;
+    int64_t nwords;
+    /* per event: fields [fstart[e], fstart[e + 1]) of (kind, arg, core) triples */
+    const int64_t *fields;
+    const int64_t *fstart;
+    int64_t nevents;
+    /* rows */
+    Row *rows;
+    int64_t nrows, cap_rows;
+    int64_t *row_slots;
+    int64_t nslots;
+    /* chains */
+    Chain *chains;
+    int64_t nchains, cap_chains;
+    int64_t *chain_slots;
+    int64_t nchain_slots;
+} State;
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t key_hash(const Key *k) {
+    /* independent products (no chain of dependent multiplies), then one mix */
+    uint64_t h = (uint64_t)k->event * 0x9E3779B97F4A7C15ULL + (uint64_t)k->pid * 0xC2B2AE3D27D4EB4FULL +
+                 (uint64_t)k->tid * 0x165667B19E3779F9ULL + (uint64_t)k->cpu * 0xD6E8FEB86659FD93ULL +
+                 (uint64_t)k->comm * 0xFF51AFD7ED558CCDULL + (uint64_t)k->gen * 0xC4CEB9FE1A85EC53ULL +
+                 (uint64_t)k->misc * 0x94D049BB133111EBULL + (uint64_t)k->chain * 0xBF58476D1CE4E5B9ULL +
+                 k->ip * 0x2545F4914F6CDD1DULL;
+    return mix64(h);
+}
+
+static int key_equal(const Key *a, const Key *b) {
+    return a->event == b->event && a->pid == b->pid && a->tid == b->tid && a->cpu == b->cpu &&
+           a->comm == b->comm && a->gen == b->gen && a->misc == b->misc && a->chain == b->chain &&
+           a->ip == b->ip;
+}
+
+static int grow_slots(int64_t **slots, int64_t *nslots, int64_t used, uint64_t (*hash_of)(State *, int64_t),
+                      State *st) {
+    if ((used + 1) * 2 <= *nslots)
+        return 0;
+    int64_t n = *nslots ? *nslots * 2 : 1024;
+    while ((used + 1) * 2 > n)
+        n *= 2;
+    int64_t *fresh = malloc((size_t)n * sizeof(int64_t));
+    if (!fresh)
+        return -1;
+    memset(fresh, 0xff, (size_t)n * sizeof(int64_t));
+    for (int64_t i = 0; i < used; i++) {
+        uint64_t h = hash_of(st, i) & (uint64_t)(n - 1);
+        while (fresh[h] >= 0)
+            h = (h + 1) & (uint64_t)(n - 1);
+        fresh[h] = i;
+    }
+    free(*slots);
+    *slots = fresh;
+    *nslots = n;
+    return 0;
+}
+
+static uint64_t row_hash_at(State *st, int64_t i) { return key_hash(&st->rows[i].key); }
+
+static uint64_t chain_hash(const uint64_t *w, int64_t first, int64_t nr) {
+    /* sum of word * an odd multiplier per position (independent products), then one mix */
+    uint64_t h = (uint64_t)nr * 0x9E3779B97F4A7C15ULL, k = 0xC2B2AE3D27D4EB4FULL;
+    const uint64_t *p = w + first;
+    for (int64_t i = 0; i < nr; i++, k += 0x9E3779B97F4A7C16ULL)
+        h += p[i] * k;
+    return mix64(h);
+}
+
+static uint64_t chain_hash_at(State *st, int64_t i) {
+    return chain_hash(st->w, st->chains[i].first, st->chains[i].nr);
+}
+
+/* The local id (from 1) of the chain at words [first, first + nr): 0 for an empty one. */
+static int64_t chain_id(State *st, int64_t first, int64_t nr) {
+    if (nr == 0)
+        return 0;
+    if (grow_slots(&st->chain_slots, &st->nchain_slots, st->nchains, chain_hash_at, st) < 0)
+        return -1;
+    uint64_t mask = (uint64_t)(st->nchain_slots - 1);
+    uint64_t h = chain_hash(st->w, first, nr) & mask;
+    for (;;) {
+        int64_t at = st->chain_slots[h];
+        if (at < 0)
+            break;
+        Chain *c = &st->chains[at];
+        if (c->nr == nr && memcmp(st->w + c->first, st->w + first, (size_t)nr * 8) == 0)
+            return at + 1;
+        h = (h + 1) & mask;
+    }
+    if (st->nchains == st->cap_chains) {
+        int64_t cap = st->cap_chains ? st->cap_chains * 2 : 256;
+        Chain *fresh = realloc(st->chains, (size_t)cap * sizeof(Chain));
+        if (!fresh)
+            return -1;
+        st->chains = fresh;
+        st->cap_chains = cap;
+    }
+    st->chains[st->nchains].first = first;
+    st->chains[st->nchains].nr = nr;
+    st->chain_slots[h] = st->nchains;
+    return ++st->nchains;
+}
+
+static int add_row(State *st, const Key *key, uint64_t period, uint64_t time, int64_t seq) {
+    if (grow_slots(&st->row_slots, &st->nslots, st->nrows, row_hash_at, st) < 0)
+        return -1;
+    uint64_t mask = (uint64_t)(st->nslots - 1);
+    uint64_t h = key_hash(key) & mask;
+    for (;;) {
+        int64_t at = st->row_slots[h];
+        if (at < 0)
+            break;
+        Row *r = &st->rows[at];
+        if (key_equal(&r->key, key)) {
+            r->count += 1;
+            r->period += period;
+            if (time > r->last_time || (time == r->last_time && seq > r->last_seq)) {
+                r->last_time = time;
+                r->last_seq = seq;
+            }
+            return 0;
+        }
+        h = (h + 1) & mask;
+    }
+    if (st->nrows == st->cap_rows) {
+        int64_t cap = st->cap_rows ? st->cap_rows * 2 : 1024;
+        Row *fresh = realloc(st->rows, (size_t)cap * sizeof(Row));
+        if (!fresh)
+            return -1;
+        st->rows = fresh;
+        st->cap_rows = cap;
+    }
+    Row *r = &st->rows[st->nrows];
+    r->key = *key;
+    r->count = 1;
+    r->period = period;
+    r->last_time = time;
+    r->last_seq = seq;
+    st->row_slots[h] = st->nrows++;
+    return 0;
+}
+
+static int popcount64(uint64_t v) { return __builtin_popcountll(v); }
+
+/* One decoded sample: what a row needs. */
+typedef struct {
+    int64_t word[C_NCORE]; /* word index of each core field, -1 when absent */
+    int64_t chain_first, chain_nr;
+    int has_chain;
+} Walked;
+
+/* Walks sample fields of event ``ev`` in the record at words [base, end): 1 when every field
+ * fits the record (samples.py's _Walk: the same bounds), 0 for a damaged sample. */
+static int walk_sample(const State *st, int64_t ev, int64_t base, int64_t end, Walked *out) {
+    const uint64_t *w = st->w;
+    int64_t cur = base + 1;
+    for (int c = 0; c < C_NCORE; c++)
+        out->word[c] = -1;
+    out->has_chain = 0;
+    out->chain_first = out->chain_nr = 0;
+    for (int64_t f = st->fstart[ev]; f < st->fstart[ev + 1]; f++) {
+        int64_t kind = st->fields[3 * f], arg = st->fields[3 * f + 1], core = st->fields[3 * f + 2];
+        int64_t room = end - cur - 1;
+        switch (kind) {
+        case K_WORD:
+            if (core > 0 && core < C_NCORE)
+                out->word[core] = cur;
+            cur += 1;
+            break;
+        case K_READ: {
+            int64_t times = popcount64((uint64_t)arg & (FMT_TOTAL_TIME_ENABLED | FMT_TOTAL_TIME_RUNNING));
+            int64_t per = 1 + !!(arg & FMT_ID) + !!(arg & FMT_LOST);
+            if (!(arg & FMT_GROUP)) {
+                cur += times + per;
+                break;
+            }
+            if (cur >= end || room < 0)
+                return 0;
+            int64_t limit = room / per;
+            if (limit > MAX_GROUP)
+                limit = MAX_GROUP;
+            uint64_t nr = w[cur];
+            if (nr > (uint64_t)limit)
+                return 0;
+            cur += 1 + times + (int64_t)nr * per;
+            break;
+        }
+        case K_CALLCHAIN: {
+            if (cur >= end || room < 0)
+                return 0;
+            uint64_t nr = w[cur];
+            if (nr > (uint64_t)room)
+                return 0;
+            out->has_chain = 1;
+            out->chain_first = cur + 1;
+            out->chain_nr = (int64_t)nr;
+            cur += 1 + (int64_t)nr;
+            break;
+        }
+        case K_RAW: {
+            if (cur >= end || room < 0)
+                return 0;
+            uint32_t size;
+            memcpy(&size, (const char *)(w + cur), 4); /* the u32 at the field's first byte */
+            if ((uint64_t)size > (uint64_t)(room * 8 + 4))
+                return 0;
+            cur += ((int64_t)size + 4 + 7) / 8;
+            break;
+        }
+        case K_BRANCH: {
+            if (cur >= end)
+                return 0;
+            int64_t r = room - arg;
+            if (r < 0)
+                return 0;
+            uint64_t nr = w[cur];
+            if (nr > (uint64_t)(r / 3))
+                return 0;
+            cur += 1 + arg + 3 * (int64_t)nr;
+            break;
+        }
+        case K_REGS:
+            if (cur >= end)
+                return 0;
+            cur += 1 + (w[cur] != 0 ? arg : 0);
+            break;
+        case K_STACK:
+        case K_AUX: {
+            if (cur >= end || room < 0)
+                return 0;
+            uint64_t n = w[cur];
+            if (n > (uint64_t)room * 8)
+                return 0;
+            cur += 1 + ((int64_t)n + 7) / 8 + (kind == K_STACK && n != 0);
+            break;
+        }
+        default:
+            return 0;
+        }
+        if (cur > end)
+            return 0;
+    }
+    return 1;
+}
+
+/* Index of the last entry of sorted (a, b) pairs with (a, b) <= (x, y); -1 if none. */
+static int64_t last_le_i64(const int64_t *a, const int64_t *b, int64_t n, int64_t x, int64_t y) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x || (a[mid] == x && b[mid] <= y))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo - 1;
+}
+
+/* Number of replayed records with (time, seq) < (t, s). */
+static int64_t position(const uint64_t *ot, const int64_t *os, int64_t n, uint64_t t, int64_t s) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ot[mid] < t || (ot[mid] == t && os[mid] < s))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The value of entity's latest change at or before pos ((entity, boundary, value) sorted by
+ * entity, boundary and log order); ``fallback`` when there is none. */
+static int64_t lookup(const int64_t *log, int64_t n, int64_t entity, int64_t pos, int64_t fallback,
+                      const int64_t *ent, const int64_t *bound) {
+    int64_t at = last_le_i64(ent, bound, n, entity, pos);
+    if (at >= 0 && ent[at] == entity)
+        return log[at];
+    return fallback;
+}
+
+typedef struct {
+    Py_buffer b;
+    int held;
+} Buf;
+
+static int get_buf(PyObject *o, Buf *out, Py_ssize_t item, const char *what) {
+    if (PyObject_GetBuffer(o, &out->b, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    out->held = 1;
+    if (item > 1 && out->b.len % item) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes is not a whole number of %zd-byte items", what, out->b.len,
+                     item);
+        return -1;
+    }
+    return 0;
+}
+
+static void release(Buf *bufs, int n) {
+    for (int i = 0; i < n; i++)
+        if (bufs[i].held)
+            PyBuffer_Release(&bufs[i].b);
+}
+
+enum {
+    B_VIEW, B_FSTART, B_FLEN, B_FCPU, B_FIELDS, B_FIELDSTART, B_IDS, B_IDEV, B_CPUS, B_TIMES, B_OTIME, B_OSEQ,
+    B_GEN, B_COMM, B_N
+};
+
+static PyObject *tally_chunk(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[B_N];
+    long long seq0, id_word, default_event, callchains, cpu_limit, keep_cpu;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOLLLLLL", &objs[B_VIEW], &objs[B_FSTART], &objs[B_FLEN],
+                          &objs[B_FCPU], &objs[B_FIELDS], &objs[B_FIELDSTART], &objs[B_IDS], &objs[B_IDEV],
+                          &objs[B_CPUS], &objs[B_TIMES], &objs[B_OTIME], &objs[B_OSEQ], &objs[B_GEN],
+                          &objs[B_COMM], &seq0, &id_word, &default_event, &callchains, &cpu_limit, &keep_cpu))
+        return NULL;
+    static const Py_ssize_t items[B_N] = {1, 8, 8, 8, 8, 8, 8, 8, 8, 16, 8, 8, 24, 24};
+    static const char *names[B_N] = {"view", "frame starts", "frame lengths", "frame cpus", "fields",
+                                     "field starts", "ids", "id events", "cpus", "time ranges",
+                                     "other times", "other seqs", "gen log", "comm log"};
+    Buf bufs[B_N];
+    memset(bufs, 0, sizeof(bufs));
+    for (int i = 0; i < B_N; i++)
+        if (get_buf(objs[i], &bufs[i], items[i], names[i]) < 0) {
+            release(bufs, B_N);
+            return NULL;
+        }
+    State st;
+    memset(&st, 0, sizeof(st));
+    st.w = (const uint64_t *)bufs[B_VIEW].b.buf;
+    st.nwords = bufs[B_VIEW].b.len / 8;
+    st.fields = (const int64_t *)bufs[B_FIELDS].b.buf;
+    st.fstart = (const int64_t *)bufs[B_FIELDSTART].b.buf;
+    st.nevents = bufs[B_FIELDSTART].b.len / 8 - 1;
+    const int64_t *fstart = (const int64_t *)bufs[B_FSTART].b.buf;
+    const int64_t *flen = (const int64_t *)bufs[B_FLEN].b.buf;
+    const int64_t *fcpu = (const int64_t *)bufs[B_FCPU].b.buf;
+    int64_t nframes = bufs[B_FSTART].b.len / 8;
+    const uint64_t *ids = (const uint64_t *)bufs[B_IDS].b.buf;
+    const int64_t *id_ev = (const int64_t *)bufs[B_IDEV].b.buf;
+    int64_t nids = bufs[B_IDS].b.len / 8;
+    const int64_t *cpus = (const int64_t *)bufs[B_CPUS].b.buf;
+    int64_t ncpus = bufs[B_CPUS].b.len / 8;
+    const uint64_t *times = (const uint64_t *)bufs[B_TIMES].b.buf;
+    int64_t ntimes = bufs[B_TIMES].b.len / 16;
+    const uint64_t *otime = (const uint64_t *)bufs[B_OTIME].b.buf;
+    const int64_t *oseq = (const int64_t *)bufs[B_OSEQ].b.buf;
+    int64_t nothers = bufs[B_OTIME].b.len / 8;
+    /* logs: three columns (entity, boundary, value), each n long */
+    int64_t ngen = bufs[B_GEN].b.len / 24, ncomm = bufs[B_COMM].b.len / 24;
+    const int64_t *gen_e = (const int64_t *)bufs[B_GEN].b.buf, *gen_b = gen_e + ngen, *gen_v = gen_b + ngen;
+    const int64_t *comm_e = (const int64_t *)bufs[B_COMM].b.buf, *comm_b = comm_e + ncomm,
+                  *comm_v = comm_b + ncomm;
+
+    PyObject *result = NULL;
+    int64_t *recorded = NULL, *present = NULL;
+    const char *bad = NULL;
+    if (st.nevents < 1 || bufs[B_FLEN].b.len != bufs[B_FSTART].b.len || bufs[B_FCPU].b.len != bufs[B_FSTART].b.len ||
+        bufs[B_IDEV].b.len != bufs[B_IDS].b.len || bufs[B_OSEQ].b.len != bufs[B_OTIME].b.len ||
+        default_event < 0 || default_event >= st.nevents)
+        bad = "inconsistent arguments";
+    for (int64_t e = 0; !bad && e < st.nevents; e++)
+        if (st.fstart[e] < 0 || st.fstart[e] > st.fstart[e + 1] || st.fstart[e + 1] * 3 * 8 > bufs[B_FIELDS].b.len)
+            bad = "inconsistent field starts";
+    for (int64_t i = 0; !bad && i < nids; i++)
+        if (id_ev[i] < 0 || id_ev[i] >= st.nevents)
+            bad = "inconsistent id events";
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        release(bufs, B_N);
+        return NULL;
+    }
+    recorded = calloc((size_t)st.nevents, sizeof(int64_t));
+    present = calloc((size_t)st.nevents, sizeof(int64_t));
+    if (!recorded || !present) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t damaged = 0, seq = seq0;
+    uint64_t first_time = 0;
+    int any_sample = 0;
+    int cpu_known = 0, unsupported = 0;
+    int64_t last_at = -1, last_pid = 0, last_tid = 0, last_gen = 0, last_comm = 0;
+    unsigned __int128 total = 0;
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t fi = 0; fi < nframes && !oom && !unsupported; fi++) {
+        int64_t start = fstart[fi], len = flen[fi];
+        if (start < 0 || len < 0 || start % 8 || start > st.nwords * 8 || len > st.nwords * 8 - start) {
+            unsupported = 1;
+            break;
+        }
+        int64_t whole = len - len % 8, pos = 0;
+        while (pos + 8 <= whole) {
+            int64_t base = (start + pos) / 8;
+            uint64_t head = st.w[base];
+            int64_t size = (int64_t)(head >> 48);
+            if (size < 8 || size & 7 || pos + size > whole)
+                break;
+            pos += size;
+            int64_t rseq = seq++;
+            if ((uint32_t)head != PERF_RECORD_SAMPLE)
+                continue;
+            int64_t ev = default_event;
+            if (id_word >= 0) {
+                /* a record too short to hold its id (damaged: it fails its walk) is event 0's,
+                 * as samples.py reads it */
+                uint64_t ident = base + id_word < base + size / 8 ? st.w[base + id_word] : 0;
+                int64_t lo = 0, hi = nids; /* ids sorted */
+                while (lo < hi) {
+                    int64_t mid = lo + (hi - lo) / 2;
+                    if (ids[mid] < ident)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                ev = (base + id_word < base + size / 8 && lo < nids && ids[lo] == ident) ? id_ev[lo] : 0;
+            }
+            present[ev]++;
+            Walked wk;
+            int64_t end = base + size / 8;
+            if (!walk_sample(&st, ev, base, end, &wk)) {
+                damaged++;
+                continue;
+            }
+            uint64_t ip = wk.word[C_IP] >= 0 ? st.w[wk.word[C_IP]] : 0;
+            uint64_t time = wk.word[C_TIME] >= 0 ? st.w[wk.word[C_TIME]] : 0;
+            uint64_t period = wk.word[C_PERIOD] >= 0 ? st.w[wk.word[C_PERIOD]] : 1;
+            int64_t pid = 0, tid = 0, cpu;
+            if (wk.word[C_TID] >= 0) {
+                uint64_t v = st.w[wk.word[C_TID]];
+                pid = (int32_t)(uint32_t)v;
+                tid = (int32_t)(uint32_t)(v >> 32);
+            }
+            if (wk.word[C_CPU] >= 0) {
+                cpu = (int32_t)(uint32_t)st.w[wk.word[C_CPU]];
+            } else if (fcpu[fi] < cpu_limit) {
+                cpu = fcpu[fi];
+                cpu_known = 1;
+            } else {
+                cpu = -1;
+            }
+            recorded[ev]++;
+            total += period;
+            if (!any_sample || time < first_time)
+                first_time = time;
+            any_sample = 1;
+            /* --cpu, --time */
+            if (ncpus) {
+                int in = 0;
+                for (int64_t k = 0; k < ncpus && !in; k++)
+                    in = cpus[k] == cpu;
+                if (!in)
+                    continue;
+            }
+            if (ntimes) {
+                int in = 0;
+                for (int64_t k = 0; k < ntimes && !in; k++)
+                    in = time >= times[2 * k] && time <= times[2 * k + 1];
+                if (!in)
+                    continue;
+            }
+            /* the last sample's position still holds when no replayed record lies between
+             * them (the usual case: records are few); else a binary search */
+            int64_t at = last_at;
+            if (!(at >= 0 && (at == 0 || otime[at - 1] < time || (otime[at - 1] == time && oseq[at - 1] < rseq)) &&
+                  (at == nothers || otime[at] > time || (otime[at] == time && oseq[at] >= rseq))))
+                at = position(otime, oseq, nothers, time, rseq);
+            Key key;
+            key.event = ev;
+            key.pid = pid;
+            key.tid = tid;
+            key.cpu = keep_cpu ? cpu : 0;
+            if (at == last_at && pid == last_pid && tid == last_tid) { /* same thread, same records before it */
+                key.gen = last_gen;
+                key.comm = last_comm;
+            } else {
+                key.gen = lookup(gen_v, ngen, pid, at, 0, gen_e, gen_b);
+                key.comm = lookup(comm_v, ncomm, tid, at, -1, comm_e, comm_b);
+                if (key.comm < 0)
+                    key.comm = lookup(comm_v, ncomm, pid, at, -1, comm_e, comm_b);
+                last_at = at;
+                last_pid = pid;
+                last_tid = tid;
+                last_gen = key.gen;
+                last_comm = key.comm;
+            }
+            key.misc = (int64_t)((head >> 32) & 0xffff);
+            key.chain = 0;
+            if (callchains && wk.has_chain) {
+                key.chain = chain_id(&st, wk.chain_first, wk.chain_nr);
+                if (key.chain < 0) {
+                    oom = 1;
+                    break;
+                }
+            }
+            key.ip = key.chain == 0 ? ip : 0;
+            if (add_row(&st, &key, period, time, rseq) < 0) {
+                oom = 1;
+                break;
+            }
+        }
+        if (unsupported)
+            break;
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (unsupported == 1) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    {
+        int64_t n = st.nrows;
+        PyObject *rows = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * NCOLS * 8));
+        PyObject *cstart = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((st.nchains + 2) * 8));
+        int64_t nwords_out = 0;
+        for (int64_t c = 0; c < st.nchains; c++)
+            nwords_out += st.chains[c].nr;
+        PyObject *cwords = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(nwords_out * 8));
+        PyObject *rec = PyBytes_FromStringAndSize((const char *)recorded, (Py_ssize_t)(st.nevents * 8));
+        PyObject *pres = PyBytes_FromStringAndSize((const char *)present, (Py_ssize_t)(st.nevents * 8));
+        int ok = rows && cstart && cwords && rec && pres;
+        if (ok) {
+            int64_t *col = (int64_t *)PyByteArray_AS_STRING(rows);
+            for (int64_t i = 0; i < n; i++) {
+                const Row *r = &st.rows[i];
+                col[0 * n + i] = r->key.event;
+                col[1 * n + i] = r->key.pid;
+                col[2 * n + i] = r->key.tid;
+                col[3 * n + i] = r->key.cpu;
+                col[4 * n + i] = r->key.comm;
+                col[5 * n + i] = r->key.gen;
+                col[6 * n + i] = r->key.misc;
+                col[7 * n + i] = r->key.chain;
+                col[8 * n + i] = (int64_t)r->key.ip;
+                col[9 * n + i] = r->count;
+                col[10 * n + i] = (int64_t)r->period;
+                col[11 * n + i] = (int64_t)r->last_time;
+                col[12 * n + i] = r->last_seq;
+            }
+            int64_t *cs = (int64_t *)PyByteArray_AS_STRING(cstart);
+            uint64_t *cw = (uint64_t *)PyByteArray_AS_STRING(cwords);
+            cs[0] = cs[1] = 0; /* chain 0: the empty chain */
+            int64_t k = 0;
+            for (int64_t c = 0; c < st.nchains; c++) {
+                memcpy(cw + k, st.w + st.chains[c].first, (size_t)st.chains[c].nr * 8);
+                k += st.chains[c].nr;
+                cs[c + 2] = k;
+            }
+        }
+        if (ok)
+            result = Py_BuildValue("(NNNNNLiKiKK)", rows, cstart, cwords, rec, pres, (long long)damaged, any_sample,
+                                   (unsigned long long)first_time, cpu_known, (unsigned long long)(total >> 64),
+                                   (unsigned long long)total);
+        else {
+            Py_XDECREF(rows);
+            Py_XDECREF(cstart);
+            Py_XDECREF(cwords);
+            Py_XDECREF(rec);
+            Py_XDECREF(pres);
+        }
+    }
+done:
+    free(recorded);
+    free(present);
+    free(st.rows);
+    free(st.row_slots);
+    free(st.chains);
+    free(st.chain_slots);
+    release(bufs, B_N);
+    return result;
+}
+
+/* scan_chunk(view, frame_start, frame_len, time_word) -> (stops, samples, others, types, times)
+ * The first pass over a chunk: every frame's records walked (stops: where each frame's good
+ * part ends; samples: its sample records), the non-sample records as (file offset, number in
+ * the chunk's file order, frame) triples (others),
+ * the records counted by type (256 counts, the last one every type >= 255) and the earliest
+ * and latest sample time at word ``time_word`` (-1: none) as (any, min, max). */
+static PyObject *scan_chunk(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ov, *os_, *ol;
+    long long time_word;
+    if (!PyArg_ParseTuple(args, "OOOL", &ov, &os_, &ol, &time_word))
+        return NULL;
+    Buf bufs[3];
+    memset(bufs, 0, sizeof(bufs));
+    if (get_buf(ov, &bufs[0], 1, "view") < 0 || get_buf(os_, &bufs[1], 8, "frame starts") < 0 ||
+        get_buf(ol, &bufs[2], 8, "frame lengths") < 0) {
+        release(bufs, 3);
+        return NULL;
+    }
+    const uint64_t *w = (const uint64_t *)bufs[0].b.buf;
+    int64_t nwords = bufs[0].b.len / 8;
+    const int64_t *fstart = (const int64_t *)bufs[1].b.buf, *flen = (const int64_t *)bufs[2].b.buf;
+    int64_t nframes = bufs[1].b.len / 8;
+    if (bufs[2].b.len != bufs[1].b.len) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent arguments");
+        release(bufs, 3);
+        return NULL;
+    }
+    PyObject *stops = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(nframes * 8));
+    PyObject *samples = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(nframes * 8));
+    PyObject *types = PyByteArray_FromStringAndSize(NULL, 256 * 8);
+    int64_t *others = NULL, nothers = 0, cap = 0, seq = 0;
+    int bad = 0, any = 0;
+    uint64_t tmin = 0, tmax = 0;
+    if (!stops || !samples || !types)
+        goto fail;
+    int64_t *st = (int64_t *)PyByteArray_AS_STRING(stops), *ns = (int64_t *)PyByteArray_AS_STRING(samples);
+    int64_t *ty = (int64_t *)PyByteArray_AS_STRING(types);
+    memset(ty, 0, 256 * 8);
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t fi = 0; fi < nframes && !bad; fi++) {
+        int64_t start = fstart[fi], len = flen[fi];
+        if (start < 0 || len < 0 || start % 8 || start > nwords * 8 || len > nwords * 8 - start) {
+            bad = 1;
+            break;
+        }
+        int64_t whole = len - len % 8, pos = 0, n = 0;
+        while (pos + 8 <= whole) {
+            int64_t base = (start + pos) / 8;
+            uint64_t head = w[base];
+            int64_t size = (int64_t)(head >> 48);
+            if (size < 8 || size & 7 || pos + size > whole)
+                break;
+            uint32_t type = (uint32_t)head;
+            ty[type < 255 ? type : 255]++;
+            if (type == PERF_RECORD_SAMPLE) {
+                n++;
+                if (time_word >= 0 && size > 8 * time_word) {
+                    uint64_t t = w[base + time_word];
+                    if (!any || t < tmin)
+                        tmin = t;
+                    if (!any || t > tmax)
+                        tmax = t;
+                    any = 1;
+                }
+            } else {
+                if (nothers == cap) {
+                    int64_t c = cap ? cap * 2 : 1024;
+                    int64_t *fresh = realloc(others, (size_t)c * 3 * 8);
+                    if (!fresh) {
+                        bad = 2;
+                        break;
+                    }
+                    others = fresh;
+                    cap = c;
+                }
+                others[3 * nothers] = start + pos;
+                others[3 * nothers + 1] = seq;
+                others[3 * nothers + 2] = fi;
+                nothers++;
+            }
+            seq++;
+            pos += size;
+        }
+        st[fi] = pos;
+        ns[fi] = n;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad == 2) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if (bad) {
+        free(others);
+        Py_DECREF(stops);
+        Py_DECREF(samples);
+        Py_DECREF(types);
+        release(bufs, 3);
+        Py_RETURN_NONE;
+    }
+    PyObject *oth = PyByteArray_FromStringAndSize(others ? (const char *)others : "", (Py_ssize_t)(nothers * 3 * 8));
+    free(others);
+    release(bufs, 3);
+    if (!oth) {
+        Py_DECREF(stops);
+        Py_DECREF(samples);
+        Py_DECREF(types);
+        return NULL;
+    }
+    return Py_BuildValue("(NNNN(iKK))", stops, samples, oth, types, any, (unsigned long long)tmin,
+                         (unsigned long long)tmax);
+fail:
+    free(others);
+    Py_XDECREF(stops);
+    Py_XDECREF(samples);
+    Py_XDECREF(types);
+    release(bufs, 3);
+    return NULL;
+}
+
+/* unwind_step: one depth of profiler/unwind/unwinder.py's DWARF unwinder for every active
+ * sample (its _step after the rule lookup, which stays in numpy): CFA, saved registers and
+ * the return address read from each sample's stack copy, the reason to stop. The constants
+ * are table.py's and unwinder.py's (unwind_native checks them). Registers are updated in
+ * place; every value is computed from the sample's registers before the step. */
+enum { CFA_REG_ = 1, CFA_DEREF_ = 2, CFA_PLT_ = 3 };
+enum { R_SAME = 0, R_AT_CFA = 2, R_VAL_CFA = 3, R_AT_REG = 4 };
+enum { LOC_NO_MAP_ = 1, LOC_NO_CFI_ = 2, LOC_FP_ = 3 };
+enum { W_END = 0, W_NO_MAP = 1, W_NO_CFI = 2, W_SHORT = 3, W_UNSUPPORTED = 4, W_NO_PROGRESS = 5, W_ACTIVE = 255 };
+#define MAX_COLUMNS 128
+
+/* The u64 at ``addr`` in a stack copy of ``size`` bytes at ``offset`` in ``buf`` holding the
+ * memory from ``sp0`` up (unwinder.read_words); 0 and not inside when it is not all there. */
+static uint64_t read_word(const uint8_t *buf, int64_t buflen, int64_t offset, int64_t size, uint64_t sp0,
+                          uint64_t addr, int *inside) {
+    int64_t rel = (int64_t)(addr - sp0);
+    if (rel < 0 || rel > size - 8 || buflen == 0 || offset < 0 || offset + rel < 0 || offset + rel > buflen - 8) {
+        *inside = 0;
+        return 0;
+    }
+    uint64_t v;
+    memcpy(&v, buf + offset + rel, 8); /* little-endian machines only: the caller checks */
+    *inside = 1;
+    return v;
+}
+
+enum { U_BUF, U_OFFSET, U_SIZE, U_SP0, U_PC, U_REGS, U_VALID, U_SIGNAL, U_ROW, U_KIND, U_OK, U_CFA_KIND,
+       U_CFA_REG, U_CFA_OFF, U_PLT, U_RULE_KIND, U_RULE_ARG, U_RULE_REG, U_FLAGS, U_N };
+
+static PyObject *unwind_step(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[U_N];
+    long long fp_index, t, ra_col, sp_col, ra_is_register;
+    unsigned long long ra_mask;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOLLLLKL", &objs[U_BUF], &objs[U_OFFSET], &objs[U_SIZE],
+                          &objs[U_SP0], &objs[U_PC], &objs[U_REGS], &objs[U_VALID], &objs[U_SIGNAL], &objs[U_ROW],
+                          &objs[U_KIND], &objs[U_OK], &objs[U_CFA_KIND], &objs[U_CFA_REG], &objs[U_CFA_OFF],
+                          &objs[U_PLT], &objs[U_RULE_KIND], &objs[U_RULE_ARG], &objs[U_RULE_REG], &objs[U_FLAGS],
+                          &fp_index, &t, &ra_col, &sp_col, &ra_mask, &ra_is_register))
+        return NULL;
+    static const Py_ssize_t items[U_N] = {1, 8, 8, 8, 8, 8, 1, 1, 8, 1, 1, 1, 8, 8, 8, 1, 8, 8, 1};
+    Buf b[U_N];
+    memset(b, 0, sizeof(b));
+    for (int i = 0; i < U_N; i++) {
+        int writable = i == U_PC || i == U_REGS || i == U_VALID || i == U_SIGNAL;
+        if (PyObject_GetBuffer(objs[i], &b[i].b, writable ? PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE
+                                                          : PyBUF_C_CONTIGUOUS) < 0) {
+            release(b, U_N);
+            return NULL;
+        }
+        b[i].held = 1;
+        if (b[i].b.len % items[i]) {
+            PyErr_SetString(PyExc_ValueError, "unwind_step: an array of the wrong item size");
+            release(b, U_N);
+            return NULL;
+        }
+    }
+    int64_t m = b[U_PC].b.len / 8, nrows = b[U_CFA_KIND].b.len;
+    int bad = t <= 0 || t > MAX_COLUMNS || ra_col < 0 || ra_col >= t || sp_col < 0 || sp_col >= t ||
+              fp_index < 0 || fp_index >= nrows;
+    bad |= b[U_OFFSET].b.len != m * 8 || b[U_SIZE].b.len != m * 8 || b[U_SP0].b.len != m * 8 ||
+           b[U_REGS].b.len != m * t * 8 || b[U_VALID].b.len != m * t || b[U_SIGNAL].b.len != m ||
+           b[U_ROW].b.len != m * 8 || b[U_KIND].b.len != m || b[U_OK].b.len != m;
+    bad |= b[U_CFA_REG].b.len != nrows * 8 || b[U_CFA_OFF].b.len != nrows * 8 || b[U_PLT].b.len != nrows * 8 ||
+           b[U_RULE_KIND].b.len != nrows * t || b[U_RULE_ARG].b.len != nrows * t * 8 ||
+           b[U_RULE_REG].b.len != nrows * t * 8 || b[U_FLAGS].b.len != nrows;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "unwind_step: inconsistent arguments");
+        release(b, U_N);
+        return NULL;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)m);
+    if (!out) {
+        release(b, U_N);
+        return NULL;
+    }
+    uint8_t *why = (uint8_t *)PyByteArray_AS_STRING(out);
+    const uint8_t *buf = b[U_BUF].b.buf;
+    int64_t buflen = b[U_BUF].b.len;
+    const int64_t *offset = b[U_OFFSET].b.buf, *size = b[U_SIZE].b.buf, *row_of = b[U_ROW].b.buf;
+    const uint64_t *sp0 = b[U_SP0].b.buf;
+    uint64_t *pcs = b[U_PC].b.buf, *regs = b[U_REGS].b.buf;
+    uint8_t *valid = b[U_VALID].b.buf, *after_signal = b[U_SIGNAL].b.buf;
+    const int8_t *kind = b[U_KIND].b.buf;
+    const uint8_t *okv = b[U_OK].b.buf, *cfa_kind = b[U_CFA_KIND].b.buf, *rule_kind = b[U_RULE_KIND].b.buf;
+    const uint8_t *flags = b[U_FLAGS].b.buf;
+    const int64_t *cfa_reg = b[U_CFA_REG].b.buf, *cfa_off = b[U_CFA_OFF].b.buf, *rule_arg = b[U_RULE_ARG].b.buf;
+    const int64_t *rule_reg = b[U_RULE_REG].b.buf;
+    const uint64_t *plt = b[U_PLT].b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < m; i++) {
+        uint64_t *reg = regs + i * t, old[MAX_COLUMNS];
+        uint8_t *val = valid + i * t, old_ok[MAX_COLUMNS];
+        memcpy(old, reg, (size_t)t * 8);
+        memcpy(old_ok, val, (size_t)t);
+        int fp = kind[i] == LOC_FP_, no_map = kind[i] == LOC_NO_MAP_;
+        int no_cfi = !no_map && !fp && (kind[i] == LOC_NO_CFI_ || !okv[i]);
+        int64_t r = fp ? fp_index : row_of[i];
+        if (r < 0 || r >= nrows)
+            r = fp_index, no_cfi = !no_map; /* a row the lookup never gives: no CFI */
+        int ck = cfa_kind[r];
+        int64_t creg = cfa_reg[r];
+        int signal = (flags[r] & 1) != 0;
+        int unsupported = (ck != CFA_REG_ && ck != CFA_DEREF_ && ck != CFA_PLT_) || creg < 0 || creg >= t;
+        int64_t base_col = creg > 0 && creg < t ? creg : 0;
+        int base_ok = old_ok[base_col] && !unsupported;
+        uint64_t cfa = old[base_col] + (uint64_t)cfa_off[r];
+        if (ck == CFA_PLT_ && (pcs[i] & 15) >= plt[r])
+            cfa += 8;
+        if (ck == CFA_DEREF_) {
+            int inside;
+            cfa = read_word(buf, buflen, offset[i], size[i], sp0[i], cfa, &inside);
+            base_ok &= inside;
+        }
+        int ra_short = 0;
+        for (int64_t c = 0; c < t; c++) {
+            int k = rule_kind[r * t + c];
+            if (k == R_SAME)
+                continue;
+            uint64_t arg = (uint64_t)rule_arg[r * t + c];
+            int64_t src = rule_reg[r * t + c];
+            src = src > 0 && src < t ? src : 0;
+            int at_reg = k == R_AT_REG;
+            uint64_t where = (at_reg ? old[src] : cfa) + arg;
+            int src_ok = at_reg ? old_ok[src] : base_ok;
+            int in_memory = at_reg || k == R_AT_CFA;
+            int inside;
+            uint64_t value = read_word(buf, buflen, offset[i], size[i], sp0[i], where, &inside);
+            if (c == ra_col && in_memory && !inside && src_ok)
+                ra_short = 1;
+            reg[c] = in_memory ? value : where;
+            val[c] = in_memory ? (uint8_t)(inside && src_ok) : (uint8_t)(k == R_VAL_CFA && src_ok);
+        }
+        uint64_t old_sp = old[sp_col];
+        if (rule_kind[r * t + sp_col] == R_SAME) {
+            reg[sp_col] = cfa;
+            val[sp_col] = (uint8_t)base_ok;
+        }
+        uint64_t ra = reg[ra_col] & ra_mask;
+        int ra_ok = val[ra_col];
+        uint8_t w;
+        if (no_map)
+            w = W_NO_MAP;
+        else if (no_cfi)
+            w = W_NO_CFI;
+        else if (unsupported || (!base_ok && ck == CFA_REG_))
+            w = W_UNSUPPORTED;
+        else if (!base_ok || ra_short)
+            w = W_SHORT;
+        else if (!ra_ok || ra == 0)
+            w = W_END;
+        else if (!val[sp_col] || (reg[sp_col] <= old_sp && !signal))
+            w = W_NO_PROGRESS;
+        else
+            w = W_ACTIVE;
+        why[i] = w;
+        if (!ra_is_register)
+            val[ra_col] = 0;
+        pcs[i] = ra;
+        after_signal[i] = (uint8_t)signal;
+    }
+    Py_END_ALLOW_THREADS
+    release(b, U_N);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"unwind_step", unwind_step, METH_VARARGS,
+     "unwind_step(buf, offset, size, sp0, pc, regs, valid, after_signal, row, kind, ok, cfa_kind, cfa_reg, "
+     "cfa_off, plt, rule_kind, rule_arg, rule_reg, flags, fp_index, columns, ra, sp, ra_mask, ra_is_register) "
+     "-> why: see profiler/unwind/unwinder.py"},
+    {"scan_chunk", scan_chunk, METH_VARARGS,
+     "scan_chunk(view, frame_start, frame_len, time_word) -> (stops, samples, others, types, (any, tmin, tmax)) "
+     "or None: see profiler/report/tally_native.py"},
+    {"tally_chunk", tally_chunk, METH_VARARGS,
+     "tally_chunk(view, frame_start, frame_len, frame_cpu, fields, field_start, ids, id_event, cpus, "
+     "time_ranges, other_time, other_seq, gen_log, comm_log, seq0, id_word, default_event, callchains, "
+     "cpu_limit, keep_cpu) -> (rows, chain_start, chain_words, recorded, present, damaged, any_sample, "
+     "first_time, cpu_known, period_total_high, period_total_low) or None: see profiler/report/tally_native.py"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "compiled", "The report's compiled kernels (issue 28).",
+                                    -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit_compiled(void) { return PyModule_Create(&module); }
