@@ -7,6 +7,10 @@ read from /proc for the workload), alternating ours and perf's. The goal (issue 
 --overwrite mode <= perf's. For comparison the same with a normal recording (every buffer
 drained).
 
+Second case, the recorder idle: ``-a -F 49 --overwrite -- sleep S`` (a whole machine at a
+continuous-profiling rate, nothing asked of the recorder until the end): the tree's CPU is the
+recorder's (sleep uses none), ours against perf's.
+
 Usage: python benchmarks/bench_flight.py [--runs N] [--seconds S]
 """
 
@@ -58,11 +62,23 @@ def main() -> None:
                                                     "--", *work]))
             rows["perf (drained)"].append(tree_cpu([perf, "record", "-q", "-g", "-o", f"{d}/n.data", "--", *work]))
     base = median(rows["workload"])
-    print(f"{'case':<20} {'tree CPU s':>10} {'recorder CPU s':>15}")
+    print(f"{'busy workload: case':<28} {'tree CPU s':>10} {'recorder CPU s':>15}")
     for name, values in rows.items():
         m = median(values)
-        print(f"{name:<20} {m:10.2f} {m - base if name != 'workload' else 0.0:15.2f}")
+        print(f"{name:<28} {m:10.2f} {m - base if name != 'workload' else 0.0:15.2f}")
     print(f"(medians of {args.runs}; recorder CPU = tree CPU - the workload's alone, which includes start-up)")
+    idle: dict[str, list[float]] = {"ours -a -F 49 --overwrite": [], "perf -a -F 49 --overwrite": []}
+    with tempfile.TemporaryDirectory(prefix="bench-flight-") as d:
+        for _ in range(args.runs):
+            idle["ours -a -F 49 --overwrite"].append(tree_cpu([*PROFILER, "record", "-q", "-a", "-F", "49", "-g",
+                                                                "--overwrite", "-o", f"{d}/i.prof", "--", "sleep",
+                                                                args.seconds]))
+            idle["perf -a -F 49 --overwrite"].append(tree_cpu([perf, "record", "-q", "-a", "-F", "49", "-g",
+                                                                "--overwrite", "-o", f"{d}/i.data", "--", "sleep",
+                                                                args.seconds]))
+    print(f"\n{'idle machine-wide: case':<28} {'recorder CPU s':>15}")
+    for name, values in idle.items():
+        print(f"{name:<28} {median(values):15.2f}")
 
 
 if __name__ == "__main__":
