@@ -94,6 +94,12 @@ OPTIONS: tuple[Option, ...] = (
            help="Write the ring-buffer data as the kernel wrote it (as perf does without -z) "
                 "instead of zstd-compressed (about 15x smaller with -g; buffers of -m 16 pages or "
                 "less are never compressed)."),
+    Option(("--off-cpu",), "off_cpu",
+           help="Also record where threads wait: sched:sched_switch at every switch-out (with -g "
+                "or --call-graph dwarf, its stack) and context-switch records; report's 'offcpu' "
+                "event, --wall and --thread-states read them (docs/offcpu.md)."),
+    Option(("--switch-events",), "switch_events",
+           help="Record context-switch records (PERF_RECORD_SWITCH), as perf's --switch-events."),
     Option(("--archive",), "archive",
            help="When recording ends, pack the sampled DSOs' symbols into the capture (as 'profiler archive')."),
 )
@@ -166,6 +172,8 @@ def options_from_cli(
     no_inherit: bool,
     buildid_mmap: bool = False,
     no_compress: bool = False,
+    off_cpu: bool = False,
+    switch_events: bool = False,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -200,6 +208,8 @@ def options_from_cli(
         buildid_mmap=buildid_mmap,
         compress=not no_compress,
         cmdline=tuple(sys.argv),
+        off_cpu=off_cpu,
+        switch_events=switch_events,
     )
     opts.validate()
     return opts

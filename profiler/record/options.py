@@ -10,6 +10,7 @@ DEFAULT_FREQ = 4000  # perf's default; the docs say that higher rates slow the t
 DEFAULT_DATA_PAGES = 128  # 512 KiB per CPU with 4 KiB pages, like perf; 1 control page on top
 DWARF_DATA_PAGES = 512  # --call-graph dwarf: each sample carries up to 8 KiB of stack, so 2 MiB per CPU
 DEFAULT_OUTPUT = DEFAULT_CAPTURE
+OFFCPU_TRACEPOINT = "sched:sched_switch"  # --off-cpu samples it at every switch-out (docs/offcpu.md)
 MAX_SAMPLE_RATE = "/proc/sys/kernel/perf_event_max_sample_rate"
 MAX_STACK = "/proc/sys/kernel/perf_event_max_stack"
 
@@ -39,11 +40,13 @@ class RecordOptions(Frozen):
     buildid_mmap: bool = False  # ask the kernel for build-ids in MMAP2 records (attr.build_id)
     compress: bool = True  # RAW_ZSTD frames (format 2.0); --no-compress: RAW frames (1.1)
     cmdline: tuple[str, ...] = ()
+    off_cpu: bool = False  # --off-cpu: sched:sched_switch samples + context-switch records (docs/offcpu.md)
+    switch_events: bool = False  # --switch-events: context-switch records (attr.context_switch), as perf
 
     _fields = (
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
-        "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline",
+        "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "off_cpu", "switch_events",
     )
 
     def __init__(
@@ -70,6 +73,8 @@ class RecordOptions(Frozen):
         buildid_mmap: bool = False,
         compress: bool = True,
         cmdline: tuple[str, ...] = (),
+        off_cpu: bool = False,
+        switch_events: bool = False,
     ) -> None:
         self.command = command
         self.pids = pids
@@ -93,6 +98,8 @@ class RecordOptions(Frozen):
         self.buildid_mmap = buildid_mmap
         self.compress = compress
         self.cmdline = cmdline
+        self.off_cpu = off_cpu
+        self.switch_events = switch_events
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""
