@@ -56,7 +56,7 @@ LINES_MIN_WIDTH = 0.001
 #: Kinds of the synthetic frames above the stacks.
 ROOT_KIND = "root"
 PROCESS_KIND = "process"
-NODE_KINDS: tuple[str, ...] = (ROOT_KIND, PROCESS_KIND, "user", "kernel", "jit", "unknown")
+NODE_KINDS: tuple[str, ...] = (ROOT_KIND, PROCESS_KIND, "user", "kernel", "jit", "unknown", "state")
 
 ROOT_FRAME = Frame(name="all", dso="", kind=ROOT_KIND)
 
