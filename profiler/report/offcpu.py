@@ -49,9 +49,12 @@ class SwitchOuts:
     decoded samples) with the interval each starts, its state and whether it was still open."""
 
     rows: I64
+    tid: I64  # the thread switched out (prev_pid: perf.data gives an exiting thread's last one tid -1)
     end: I64
     state: I64
     open: npt.NDArray[np.bool_]
+    run_tid: I64  # every moment a thread was seen on a CPU (see running_evidence)
+    run_time: I64
 
     @property
     def state_names(self) -> list[str]:
@@ -59,8 +62,9 @@ class SwitchOuts:
                 for s, o in zip(self.state.tolist(), self.open.tolist())]
 
 
-def switch_outs(capture: Capture, data: CaptureData) -> SwitchOuts:
-    """The off-CPU intervals of every thread (see :mod:`profiler.report.intervals`)."""
+def switch_outs(capture: Capture, data: CaptureData, keep_dead: bool = False) -> SwitchOuts:
+    """The off-CPU intervals of every thread (see :mod:`profiler.report.intervals`);
+    ``keep_dead``: also the exiting threads' last switch-outs (state DEAD, no interval)."""
     s = data.samples
     event = capture.names.index(SWITCH_TRACEPOINT)
     tfmt = trace_format(capture.reader, SWITCH_TRACEPOINT)
@@ -71,14 +75,14 @@ def switch_outs(capture: Capture, data: CaptureData) -> SwitchOuts:
     fields = read_fields(capture, s, rows, tfmt, ("prev_state", "prev_pid", "next_pid"))
     state = classify(fields["prev_state"])
     tid = s.tid[rows].astype(np.int64)
-    keep = (state != DEAD) & (tid != IDLE_TID)
-    run_tid, run_time = _running_evidence(data, rows, fields["next_pid"])
-    exit_tid, exit_time = _exits(data)
-    end_time = _end_time(data)
-    rows, state = rows[keep], state[keep]
-    end, still_open = close_intervals(s.tid[rows], s.time[rows].astype(np.int64), run_tid, run_time,
-                                      exit_tid, exit_time, end_time)
-    return SwitchOuts(rows, end, state, still_open)
+    tid = np.where(tid < 0, fields["prev_pid"], tid)
+    keep = (tid != IDLE_TID) if keep_dead else (state != DEAD) & (tid != IDLE_TID)
+    run_tid, run_time = running_evidence(data, rows, fields["next_pid"])
+    exit_tid, exit_time = exits(data)
+    rows, state, tid = rows[keep], state[keep], tid[keep]
+    end, still_open = close_intervals(tid, s.time[rows].astype(np.int64), run_tid, run_time,
+                                      exit_tid, exit_time, end_time(data))
+    return SwitchOuts(rows, tid, end, state, still_open, run_tid, run_time)
 
 
 def read_fields(capture: Capture, s: SampleColumns, rows: I64, tfmt: TraceFormat,
@@ -110,7 +114,7 @@ def read_fields(capture: Capture, s: SampleColumns, rows: I64, tfmt: TraceFormat
     return out
 
 
-def _running_evidence(data: CaptureData, switch_rows: I64, next_pid: I64) -> tuple[I64, I64]:
+def running_evidence(data: CaptureData, switch_rows: I64, next_pid: I64) -> tuple[I64, I64]:
     """(tid, time) of every moment the capture shows a thread on a CPU: its samples (any
     event), its switch-in records, and sched_switch's ``next_pid`` (system-wide)."""
     s = data.samples
@@ -135,12 +139,12 @@ def _running_evidence(data: CaptureData, switch_rows: I64, next_pid: I64) -> tup
     return np.concatenate(tids), np.concatenate(times)
 
 
-def _exits(data: CaptureData) -> tuple[I64, I64]:
+def exits(data: CaptureData) -> tuple[I64, I64]:
     pairs = [(o.record.tid, o.time) for o in data.others if isinstance(o.record, R.Exit)]
     return (np.asarray([p[0] for p in pairs], dtype=np.int64), np.asarray([p[1] for p in pairs], dtype=np.int64))
 
 
-def _end_time(data: CaptureData) -> int:
+def end_time(data: CaptureData) -> int:
     """The last time the capture holds: where still-open intervals end."""
     last = int(data.samples.time.max()) if len(data.samples) else 0
     if data.others:
