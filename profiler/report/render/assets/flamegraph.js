@@ -95,7 +95,7 @@
     var h = hash(nameOf(i)), a = (h & 0xffff) / 0xffff, b = (h >>> 16) / 0xffff;
     // off-CPU frames in their own colours, whatever their kind: blocked blue, runnable violet
     if (wait === 'blocked') return (colorCache[wait + fi] = hsl(234 + 16 * a, 72 + 10 * b, 70 + 8 * b));
-    if (wait === 'runnable') return (colorCache[wait + fi] = hsl(282 + 22 * a, 45 + 12 * b, 70 + 8 * b));
+    if (wait === 'runnable') return (colorCache[wait + fi] = hsl(272 + 20 * a, 45 + 12 * b, 70 + 8 * b));
     switch (kindOf(i)) {
       case 'user': c = hsl(8 + 42 * a, 78 + 12 * b, 54 + 10 * b); break;
       case 'kernel': c = hsl(192 + 32 * a, 58 + 12 * b, 56 + 10 * b); break;
