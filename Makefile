@@ -96,7 +96,7 @@ fuzz: venv
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-lost bench-decode bench-record bench-report bench-scale bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export bench-stat bench-debuginfod bench-diff
+bench: bench-lost bench-decode bench-record bench-report bench-scale bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export bench-stat bench-debuginfod bench-diff bench-offcpu
 
 bench-lost: venv fixtures
 	$(PY) benchmarks/bench_lost.py
@@ -106,6 +106,9 @@ bench-decode: venv
 
 bench-record: venv fixtures
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_record.py
+
+bench-offcpu: venv fixtures
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_offcpu.py
 
 bench-diff: venv fixtures
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_diff.py

@@ -183,8 +183,8 @@ def options_from_cli(
     dwarf = parse_call_graph(call_graph_mode) if call_graph_mode is not None else None
     if mmap_pages:
         data_pages = parse_mmap_pages(mmap_pages, page_size)
-    else:
-        data_pages = DWARF_DATA_PAGES if dwarf is not None else RecordOptions.data_pages
+    else:  # larger buffers where each sample is large (DWARF) or every context switch is one (--off-cpu)
+        data_pages = DWARF_DATA_PAGES if dwarf is not None or off_cpu else RecordOptions.data_pages
     opts = RecordOptions(
         command=command,
         pids=pids,

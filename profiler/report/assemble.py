@@ -121,11 +121,11 @@ def make_resolver(capture: Capture, state: ReplayState, options: LoadOptions) ->
 
 def assemble(options: LoadOptions, capture: Capture, event: int, rows: Selected, state: ReplayState,
              resolver: SymbolResolver, counts: Counts, trace_format: TraceFormat | None = None,
-             unwind: UnwindStats | None = None, root_frames: list[str] | None = None) -> Profile:
+             unwind: UnwindStats | None = None, root_frames: I64 | None = None) -> Profile:
     """The one way a :class:`Profile` is made: the rows' stacks counted once and resolved,
     then ``--dso``/``--symbol`` applied to their leaf frames. ``root_frames``: per row, the
-    name of a thread-state frame put at its stack's root (the ``offcpu`` and ``wall``
-    pseudo-events, :mod:`profiler.report.offcpu`)."""
+    thread-state frame put at its stack's root (its code in ``offcpu.STATE_LABELS``: the
+    ``offcpu`` and ``wall`` pseudo-events, :mod:`profiler.report.offcpu`)."""
     s = rows.samples
     has_chains = "callchain" in s.has and options.callchains
     stack, reps = dedupe_stacks(s, rows.gen, has_chains)

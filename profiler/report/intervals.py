@@ -50,10 +50,10 @@ def close_intervals(out_tid: Ints, out_time: Ints, run_tid: Ints, run_time: Ints
 
     One sort of every switch-out and every piece of evidence by (tid, time), evidence before a
     switch-out at the same nanosecond, then a backward scan for the next evidence."""
-    ends = _next_after(out_tid, out_time, run_tid, run_time)
+    ends = next_after(out_tid, out_time, run_tid, run_time)
     missing = ends < 0
     if missing.any():
-        by_exit = _next_after(np.asarray(out_tid)[missing], np.asarray(out_time)[missing], exit_tid, exit_time)
+        by_exit = next_after(np.asarray(out_tid)[missing], np.asarray(out_time)[missing], exit_tid, exit_time)
         ends[np.flatnonzero(missing)] = by_exit
     still_open = ends < 0
     ends[still_open] = end_time
@@ -61,21 +61,44 @@ def close_intervals(out_tid: Ints, out_time: Ints, run_tid: Ints, run_time: Ints
     return ends, still_open
 
 
-def _next_after(q_tid: Ints, q_time: Ints, e_tid: Ints, e_time: Ints) -> I64:
-    """Per query, the time of the first evidence of its tid strictly after it; -1 if none."""
-    nq, ne = len(q_tid), len(e_tid)
+def next_after(q_tid: Ints, q_time: Ints, e_tid: Ints, e_time: Ints, packed: bool = True) -> I64:
+    """Per query, the time of the first evidence of its tid strictly after it; -1 if none.
+
+    Both sides packed into one 63-bit key (tid, time, 1 for a query / 0 for evidence), the
+    evidence keys sorted once, and each query's first larger evidence key found by binary
+    search: a key of the same thread and a later time, or another thread's (none)."""
+    nq = len(q_tid)
     if nq == 0:
         return np.zeros(0, dtype=np.int64)
-    tid = np.concatenate([np.asarray(e_tid, dtype=np.int64), np.asarray(q_tid, dtype=np.int64)])
-    time = np.concatenate([np.asarray(e_time, dtype=np.int64), np.asarray(q_time, dtype=np.int64)])
-    is_query = np.concatenate([np.zeros(ne, dtype=np.int8), np.ones(nq, dtype=np.int8)])
-    order = np.lexsort((is_query, time, tid))  # evidence first at equal (tid, time)
+    qt, qs = np.asarray(q_tid, dtype=np.int64), np.asarray(q_time, dtype=np.int64)
+    et, es = np.asarray(e_tid, dtype=np.int64), np.asarray(e_time, dtype=np.int64)
+    if not len(et):
+        return np.full(nq, -1, dtype=np.int64)
+    tid0, t0 = min(int(qt.min()), int(et.min())), min(int(qs.min()), int(es.min()))
+    tid_bits = max(max(int(qt.max()), int(et.max())) - tid0, 1).bit_length()
+    time_bits = max(max(int(qs.max()), int(es.max())) - t0, 1).bit_length()
+    if not packed or tid_bits + time_bits + 1 > 63:
+        return _next_after_lexsort(qt, qs, et, es)
+    e_key = np.sort(((et - tid0) << (time_bits + 1)) | ((es - t0) << 1))
+    q_key = ((qt - tid0) << (time_bits + 1)) | ((qs - t0) << 1) | 1
+    at = np.searchsorted(e_key, q_key, side="right")
+    found = e_key[np.minimum(at, len(e_key) - 1)]
+    ok = (at < len(e_key)) & ((found >> (time_bits + 1)) == (q_key >> (time_bits + 1)))
+    return np.where(ok, ((found >> 1) & ((1 << time_bits) - 1)) + t0, -1)
+
+
+def _next_after_lexsort(q_tid: I64, q_time: I64, e_tid: I64, e_time: I64) -> I64:
+    """:func:`next_after` for spans no 63-bit key holds: one lexsort of both sides, evidence
+    before a query at equal (tid, time), then a backward scan for the next evidence."""
+    nq, ne = len(q_tid), len(e_tid)
+    tid = np.concatenate([e_tid, q_tid])
+    time = np.concatenate([e_time, q_time])
+    is_query = np.concatenate([np.zeros(ne, dtype=np.int64), np.ones(nq, dtype=np.int64)])
+    order = np.lexsort((is_query, time, tid))
     s_tid, s_time, s_query = tid[order], time[order], is_query[order] == 1
-    # next evidence position at or after each sorted position (backward running minimum)
     big = len(order)
     pos = np.where(~s_query, np.arange(big), big)
     nxt = np.minimum.accumulate(pos[::-1])[::-1]
-    # a query's next evidence is the first evidence after it: at or after its own position
     found = nxt < big
     idx = np.where(found, nxt, 0)
     ok = found & (s_tid[idx] == s_tid) & s_query

@@ -57,9 +57,15 @@ class SwitchOuts:
     run_time: I64
 
     @property
-    def state_names(self) -> list[str]:
-        return [STATE_NAMES[s] + (", open at end" if o else "")
-                for s, o in zip(self.state.tolist(), self.open.tolist())]
+    def codes(self) -> I64:
+        """Each interval's state frame, as an index into :data:`STATE_LABELS`."""
+        out: I64 = self.state * 2 + self.open
+        return out
+
+
+# the state frames' names by code: state * 2, + 1 for an interval still open at the end
+STATE_LABELS: tuple[str, ...] = tuple(f"[{name}{', open at end' if still_open else ''}]"
+                                      for name in STATE_NAMES for still_open in (False, True))
 
 
 def switch_outs(capture: Capture, data: CaptureData, keep_dead: bool = False) -> SwitchOuts:
@@ -107,10 +113,28 @@ def read_fields(capture: Capture, s: SampleColumns, rows: I64, tfmt: TraceFormat
             raise ReportError(f"{capture.path}: {tfmt.event} has no integer field {name!r}.")
         ok = size >= f.offset + f.size
         at = np.where(ok, offset + f.offset, 0)
-        raw = view[at[:, None] + np.arange(f.size)].copy() if len(at) else np.zeros((0, f.size), np.uint8)
-        raw[~ok] = 0
-        dtype = np.dtype(f"{'<' if little else '>'}{'i' if f.signed else 'u'}{f.size}")
-        out[name] = raw.view(dtype).reshape(-1).astype(np.int64)
+        value = _words(view, at, f.size, little) if f.size >= 4 and not (at & 3).any() else None
+        if value is None:  # any alignment: byte by byte
+            raw = view[at[:, None] + np.arange(f.size)] if len(at) else np.zeros((0, f.size), np.uint8)
+            dtype = np.dtype(f"{'<' if little else '>'}u{f.size}")
+            value = raw.view(dtype).reshape(-1).astype(np.uint64)
+        value = value.astype(np.int64)
+        if f.signed and f.size < 8:
+            value = np.where(value >= 1 << (8 * f.size - 1), value - (1 << (8 * f.size)), value)
+        out[name] = np.where(ok, value, 0)
+    return out
+
+
+def _words(view: npt.NDArray[np.uint8], at: I64, size: int, little: bool) -> npt.NDArray[np.uint64]:
+    """Fields of 4 or 8 bytes at 4-aligned offsets ``at``, read as u32 words (a tracepoint's
+    payload follows RAW's u32 size: its fields are 4-aligned, not 8)."""
+    w32 = view[:len(view) - len(view) % 4].view("<u4" if little else ">u4")
+    first: npt.NDArray[np.uint64] = w32[at >> 2].astype(np.uint64)
+    if size == 4:
+        return first
+    second: npt.NDArray[np.uint64] = w32[(at >> 2) + 1].astype(np.uint64)
+    low, high = (first, second) if little else (second, first)
+    out: npt.NDArray[np.uint64] = low | (high << np.uint64(32))
     return out
 
 
@@ -120,8 +144,13 @@ def running_evidence(data: CaptureData, switch_rows: I64, next_pid: I64) -> tupl
     s = data.samples
     tids = [s.tid.astype(np.int64), next_pid]
     times = [s.time.astype(np.int64), s.time[switch_rows].astype(np.int64)]
+    sw = data.switches
+    if sw is not None and len(sw):
+        # an in record names the thread switched in; a CPU-wide out record names it too
+        tids += [sw.tid[~sw.out], sw.next_prev_tid[sw.out & (sw.next_prev_tid >= 0)]]
+        times += [sw.time[~sw.out], sw.time[sw.out & (sw.next_prev_tid >= 0)]]
     rec_tid, rec_time = [], []
-    for o in data.others:
+    for o in data.others:  # captures whose events' trailers differ: the records as objects
         rec = o.record
         if isinstance(rec, R.Switch):
             if not rec.switch_out and rec.sample_id is not None and rec.sample_id.tid is not None:
@@ -149,17 +178,18 @@ def end_time(data: CaptureData) -> int:
     last = int(data.samples.time.max()) if len(data.samples) else 0
     if data.others:
         last = max(last, max(o.time for o in data.others))
+    if data.switches is not None and len(data.switches):
+        last = max(last, int(data.switches.time.max()))
     return last
 
 
-def state_rows(capture: Capture, data: CaptureData, event: str) -> tuple[I64, I64, list[str]]:
+def state_rows(capture: Capture, data: CaptureData, event: str) -> tuple[I64, I64, I64]:
     """The rows of pseudo-event ``event`` (indices into the decoded samples, time order),
-    their periods in nanoseconds, and the name of each row's state frame."""
+    their periods in nanoseconds, and the code of each row's state frame (:data:`STATE_LABELS`)."""
     outs = switch_outs(capture, data)
     periods = outs.end - data.samples.time[outs.rows].astype(np.int64)
-    names = outs.state_names
     if event == OFFCPU_EVENT:
-        return outs.rows, periods, names
+        return outs.rows, periods, outs.codes
     on_cpu = [i for i, name in enumerate(capture.names) if period_is_nanoseconds(name) and name != event]
     if not on_cpu:
         raise ReportError(f"--wall adds on-CPU samples of cpu-clock or task-clock: {capture.path} has "
@@ -168,19 +198,19 @@ def state_rows(capture: Capture, data: CaptureData, event: str) -> tuple[I64, I6
     rows = np.concatenate([running, outs.rows])
     order = np.argsort(rows, kind="stable")  # the decoded samples are in time order
     period = np.concatenate([data.samples.period[running].astype(np.int64), periods])
-    names = [STATE_NAMES[RUNNING]] * len(running) + names
-    return rows[order], period[order], [names[i] for i in order.tolist()]
+    codes = np.concatenate([np.full(len(running), RUNNING * 2, dtype=np.int64), outs.codes])
+    return rows[order], period[order], codes[order]
 
 
-def add_state_roots(profile: Profile, row_state: list[str]) -> Profile:
-    """Each row's stack gets one more frame at its root, its thread state (``row_state``):
-    stacks that only differ by state become distinct stacks."""
+def add_state_roots(profile: Profile, codes: I64) -> Profile:
+    """Each row's stack gets one more frame at its root, its thread state (``codes``, per row
+    an index into :data:`STATE_LABELS`): stacks that only differ by state become distinct stacks."""
     if profile.resolver is None or not len(profile.stack):
         return profile
     frames = profile.resolver.frames
-    names = sorted(set(row_state))
-    ids = {name: frames.intern(FrameInfo(f"[{name}]", STATE_DSO, STATE_DSO, "state")) for name in names}
-    state_frame = np.asarray([ids[name] for name in row_state], dtype=np.int64)
+    ids = np.asarray([frames.intern(FrameInfo(label, STATE_DSO, STATE_DSO, "state")) for label in STATE_LABELS],
+                     dtype=np.int64)
+    state_frame = ids[codes]
     key = profile.stack * (len(frames) + 1) + state_frame
     uniq, new_stack = np.unique(key, return_inverse=True)
     old = uniq // (len(frames) + 1)

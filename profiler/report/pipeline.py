@@ -236,7 +236,7 @@ def _from_switches(options: LoadOptions, capture: Capture, index: int, say: Prog
     gen, comm = rep.sample_gen[rows], rep.sample_comm[rows]
     mask = kept & entry_mask(s.pid, s.tid, comm, rep.comm_names, options.filters)
     selected = Selected(s.take(mask), gen[mask], comm[mask])
-    states = [states[i] for i in np.flatnonzero(mask).tolist()]
+    states = states[mask]
     switch = capture.names.index(SWITCH_TRACEPOINT)
     tfmt, selected.raw = event_payloads(capture, switch, selected.samples, options)
     unwound = None

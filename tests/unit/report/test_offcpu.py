@@ -9,7 +9,7 @@ import pytest
 
 from profiler.errors import ReportError
 from profiler.report.capture import Capture
-from profiler.report.intervals import BLOCKED, BLOCKED_IO, DEAD, RUNNABLE, classify, close_intervals
+from profiler.report.intervals import BLOCKED, BLOCKED_IO, DEAD, RUNNABLE, classify, close_intervals, next_after
 from profiler.report.options import Filters, LoadOptions
 from profiler.report.pipeline import load_profile
 from profiler.report.profile import Profile
@@ -97,3 +97,15 @@ def test_close_intervals_takes_the_first_evidence_strictly_after() -> None:
     assert still_open.tolist() == [False, False, False, False]
     end, still_open = close_intervals(np.array([4]), np.array([10]), run_tid, run_time, np.zeros(0), np.zeros(0), 100)
     assert end.tolist() == [100] and still_open.tolist() == [True]
+
+
+
+def test_both_ways_of_finding_the_next_evidence_agree() -> None:
+    rng = np.random.default_rng(24)
+    e_tid, e_time = rng.integers(-1, 6, 3000), rng.integers(0, 5000, 3000)
+    q_tid, q_time = rng.integers(-1, 7, 1000), rng.integers(0, 5000, 1000)
+    packed = next_after(q_tid, q_time, e_tid, e_time)
+    assert np.array_equal(packed, next_after(q_tid, q_time, e_tid, e_time, packed=False))
+    for t, when, got in zip(q_tid.tolist(), q_time.tolist(), packed.tolist()):
+        later = e_time[(e_tid == t) & (e_time > when)]
+        assert got == (int(later.min()) if len(later) else -1)
