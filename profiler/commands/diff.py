@@ -173,7 +173,7 @@ def _event_of(path: str, cap: Any, wanted: str) -> str:
     from profiler.report.capture import select_event
 
     try:
-        return str(cap.names[select_event(cap.names, wanted)])
+        return str(cap.event_names[select_event(cap.event_names, wanted)])  # offcpu, wall too
     except ReportError:
         raise ReportError(f"{path} has no event {wanted!r} (it has {', '.join(cap.names)}): "
                           f"nothing to compare.") from None
