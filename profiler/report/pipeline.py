@@ -229,6 +229,7 @@ def _from_switches(options: LoadOptions, capture: Capture, index: int, say: Prog
     rows, period, states = state_rows(capture, data, capture.event_names[index])
     s = data.samples.take(rows)
     s.period = period.astype(np.uint64)
+    check_period_total(period_total(s.period))  # damaged times could make intervals of centuries
     counts.recorded = len(rows)
     kept = sample_mask(s.cpu, s.time, options.filters, counts.start_ns)
     counts.base_samples = int(np.count_nonzero(kept))
