@@ -107,3 +107,26 @@ def _next_after_lexsort(q_tid: I64, q_time: I64, e_tid: I64, e_time: I64) -> I64
     q_positions = np.flatnonzero(s_query)
     out[order[q_positions] - ne] = result_sorted[q_positions]
     return out
+
+
+def last_at_or_before(q_tid: Ints, q_time: Ints, e_tid: Ints, e_time: Ints) -> I64:
+    """Per query, the index (into the evidence arrays) of the latest evidence of its tid at or
+    before its time; -1 if none. One lexsort of both sides (evidence before a query at equal
+    (tid, time)), then a forward running maximum of the evidence positions."""
+    nq, ne = len(q_tid), len(e_tid)
+    if nq == 0 or ne == 0:
+        return np.full(nq, -1, dtype=np.int64)
+    tid = np.concatenate([np.asarray(e_tid, dtype=np.int64), np.asarray(q_tid, dtype=np.int64)])
+    time = np.concatenate([np.asarray(e_time, dtype=np.int64), np.asarray(q_time, dtype=np.int64)])
+    is_query = np.concatenate([np.zeros(ne, dtype=np.int64), np.ones(nq, dtype=np.int64)])
+    order = np.lexsort((is_query, time, tid))
+    s_tid, s_query = tid[order], is_query[order] == 1
+    last = np.maximum.accumulate(np.where(s_query, -1, np.arange(len(order))))
+    found = last >= 0
+    idx = np.where(found, last, 0)
+    ok = found & (s_tid[idx] == s_tid)
+    out = np.full(nq, -1, dtype=np.int64)
+    q_positions = np.flatnonzero(s_query)
+    hits = ok[q_positions]
+    out[order[q_positions[hits]] - ne] = order[idx[q_positions[hits]]]
+    return out

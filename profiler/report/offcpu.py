@@ -28,7 +28,7 @@ from profiler.errors import ReportError
 from profiler.format import records as R
 from profiler.format.decode.columns import CaptureData, SampleColumns
 from profiler.format.tracepoint import TraceFormat
-from profiler.report.intervals import DEAD, RUNNING, STATE_NAMES, classify, close_intervals
+from profiler.report.intervals import DEAD, RUNNING, STATE_NAMES, classify, close_intervals, last_at_or_before
 from profiler.report.model import OFFCPU_EVENT, SWITCH_TRACEPOINT, period_is_nanoseconds
 from profiler.report.profile import Profile, StackTable
 from profiler.report.resolver import FrameInfo
@@ -89,6 +89,43 @@ def switch_outs(capture: Capture, data: CaptureData, keep_dead: bool = False) ->
     end, still_open = close_intervals(tid, s.time[rows].astype(np.int64), run_tid, run_time,
                                       exit_tid, exit_time, end_time(data))
     return SwitchOuts(rows, tid, end, state, still_open, run_tid, run_time)
+
+
+WAKE_TRACEPOINTS = ("sched:sched_waking", "sched:sched_wakeup")
+
+
+# trace_entry's common_flags (kernel/trace/trace.h): the event ran in a hard or soft interrupt
+# or an NMI, so the task it interrupted is not the one that woke anybody (a timer, a device did)
+IN_INTERRUPT = 0x08 | 0x10 | 0x40
+INTERRUPT_WAKER = -2  # the waker of a wake-up made in interrupt context
+
+
+def wakers(capture: Capture, data: CaptureData, outs: SwitchOuts) -> I64:
+    """Per interval, the thread whose wake-up ended it — the tid of the last ``sched_waking``
+    (or ``sched_wakeup``) sample naming the thread between its switch-out and its switch-in —
+    :data:`INTERRUPT_WAKER` when that wake-up ran in an interrupt, -1 without one (no wake-up
+    event recorded, a preempted thread, a wake-up by a thread that was not recorded)."""
+    out = np.full(len(outs.rows), -1, dtype=np.int64)
+    names = [n for n in WAKE_TRACEPOINTS if n in capture.names]
+    if not names or not len(out):
+        return out
+    tfmt = trace_format(capture.reader, names[0])
+    if tfmt is None or tfmt.get("pid") is None or tfmt.get("common_flags") is None:
+        return out
+    s = data.samples
+    rows = np.flatnonzero(s.event == capture.names.index(names[0]))
+    if not len(rows):
+        return out
+    fields = read_fields(capture, s, rows, tfmt, ("pid", "common_flags"))
+    at = s.time[rows].astype(np.int64)
+    t0 = s.time[outs.rows].astype(np.int64)
+    found = last_at_or_before(outs.tid, outs.end, fields["pid"], at)
+    ok = found >= 0
+    ok[ok] &= at[found[ok]] >= t0[ok]
+    hit = found[ok]
+    out[ok] = np.where((fields["common_flags"][hit] & IN_INTERRUPT) != 0, INTERRUPT_WAKER,
+                       s.tid[rows[hit]].astype(np.int64))
+    return out
 
 
 def read_fields(capture: Capture, s: SampleColumns, rows: I64, tfmt: TraceFormat,

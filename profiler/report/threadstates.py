@@ -6,7 +6,8 @@ thread runs from each switch-in — the end of its previous off-CPU interval, or
 slice the first moment the capture shows it on a CPU — to its next switch-out (an exiting
 thread's last switch-out included); after its last interval it runs until it exits or the
 recording ends. These are the numbers ``perf sched timehist -s`` gives as run time, and as
-wait time plus scheduling delay.
+wait time plus scheduling delay. With ``sched:sched_waking`` (or ``sched_wakeup``) samples, a
+blocked interval is also credited to the thread whose wake-up ended it (``woken_by``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.report.intervals import BLOCKED, BLOCKED_IO, DEAD, RUNNABLE, close_intervals
-from profiler.report.offcpu import SwitchOuts, end_time, exits, switch_outs
+from profiler.report.offcpu import SwitchOuts, end_time, exits, switch_outs, wakers
 
 if TYPE_CHECKING:
     from profiler.format.decode.columns import CaptureData
@@ -44,6 +45,9 @@ class ThreadState:
     switches: int = 0  # switch-outs
     open_ns: int = 0  # of the waits, time in intervals still open when the recording ended
     top_blocking: list[tuple[str, int]] = field(default_factory=list)  # (stack text, ns)
+    # blocked ns by the thread whose wake-up ended the wait (tid, or offcpu.INTERRUPT_WAKER;
+    # a capture with sched_waking samples only)
+    woken_by: dict[int, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -70,6 +74,10 @@ def thread_times(capture: Capture, data: CaptureData) -> dict[int, ThreadState]:
     _add(states, tid, outs.open & ~dead, length, "open_ns")
     _add(states, tid, ~dead, np.ones(len(tid), dtype=np.int64), "switches")
     _add(states, tid, np.ones(len(tid), dtype=bool), _running_slices(data, outs, tid, t_out, dead), "running")
+    woke = wakers(capture, data, outs)
+    for i in np.flatnonzero(blocked & (woke != -1)).tolist():
+        st, waker = states[int(tid[i])], int(woke[i])
+        st.woken_by[waker] = st.woken_by.get(waker, 0) + int(length[i])
     return states
 
 

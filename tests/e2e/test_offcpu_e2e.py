@@ -226,3 +226,26 @@ def test_perf_record_sched_switch_with_call_chains(fixtures_dir: Path, profiler_
     for comm in SPINNERS:
         want = truth[(comm, "wall_ns")] - truth[(comm, "oncpu_ns")]
         assert close(of_thread(lines, comm, "[runnable]"), want), comm
+
+
+def test_wake_ups_name_the_thread_that_ended_each_wait(
+        recorded: Callable[..., tuple[Path, Truth, dict[str, int]]], profiler_cmd: list[str]) -> None:
+    capture, truth, tids = recorded("-e", "cpu-clock,sched:sched_waking", "-g")
+    res = run([*profiler_cmd, "report", "-i", str(capture), "--thread-states"])
+    assert res.returncode == 0, res.stderr
+    woken: dict[str, list[tuple[float, str]]] = {}
+    current = ""
+    for line in res.stdout.splitlines():
+        head = re.match(r"^  (\S+) (\d+)$", line)
+        if head:
+            current = head.group(1)
+        m = re.match(r"^\s+([\d.]+) ms  woken by (.*)$", line)
+        if m and current:
+            woken.setdefault(current, []).append((float(m.group(1)) * 1e6, m.group(2)))
+    # a thread's write and a mutex unlock wake the waiter; a timer wakes in an interrupt
+    for waiter, waker in (("wait_pipe", f"pipe_writer {tids['pipe_writer']}"),
+                          ("wait_lock", f"lock_holder {tids['lock_holder']}")):
+        ns, who = woken[waiter][0]
+        assert who == waker and close(ns, truth[(waiter, "blocked_ns")]), (waiter, woken[waiter])
+    ns, who = woken["pipe_writer"][0]
+    assert who.startswith("an interrupt") and close(ns, truth[("pipe_writer", "wall_ns")]), woken["pipe_writer"]

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TextIO
 
+from profiler.report.offcpu import INTERRUPT_WAKER
 from profiler.report.threadstates import ThreadState
 
+TOP_WAKERS = 3  # per thread, the threads whose wake-ups ended most of its blocked time
 HEADER = ("tid", "pid", "comm", "running ms", "runnable ms", "blocked ms", "of which D", "switches")
 
 
@@ -33,10 +35,15 @@ def write(states: Iterable[ThreadState], stream: TextIO) -> None:
     blocking = [st for st in rows if st.top_blocking]
     if blocking:
         stream.write("\n# Top blocking stacks (leaf first)\n")
+    names = {st.tid: st.comm for st in rows}
     for st in blocking:
         stream.write(f"\n  {st.comm} {st.tid}\n")
         for text, ns in st.top_blocking:
             stream.write(f"    {_ms(ns):>12} ms  {text}\n")
+        for waker, ns in sorted(st.woken_by.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_WAKERS]:
+            who = "an interrupt (a timer or a device)" if waker == INTERRUPT_WAKER else \
+                f"{names.get(waker) or 'tid'} {waker}"
+            stream.write(f"    {_ms(ns):>12} ms  woken by {who}\n")
 
 
 def _ms(ns: int) -> str:

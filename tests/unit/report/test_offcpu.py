@@ -9,7 +9,16 @@ import pytest
 
 from profiler.errors import ReportError
 from profiler.report.capture import Capture
-from profiler.report.intervals import BLOCKED, BLOCKED_IO, DEAD, RUNNABLE, classify, close_intervals, next_after
+from profiler.report.intervals import (
+    BLOCKED,
+    BLOCKED_IO,
+    DEAD,
+    RUNNABLE,
+    classify,
+    close_intervals,
+    last_at_or_before,
+    next_after,
+)
 from profiler.report.options import Filters, LoadOptions
 from profiler.report.pipeline import load_profile
 from profiler.report.profile import Profile
@@ -109,3 +118,16 @@ def test_both_ways_of_finding_the_next_evidence_agree() -> None:
     for t, when, got in zip(q_tid.tolist(), q_time.tolist(), packed.tolist()):
         later = e_time[(e_tid == t) & (e_time > when)]
         assert got == (int(later.min()) if len(later) else -1)
+
+
+def test_last_at_or_before_finds_the_latest_evidence_of_the_thread() -> None:
+    rng = np.random.default_rng(7)
+    e_tid, e_time = rng.integers(0, 5, 2000), rng.integers(0, 3000, 2000)
+    q_tid, q_time = rng.integers(0, 6, 500), rng.integers(0, 3000, 500)
+    got = last_at_or_before(q_tid, q_time, e_tid, e_time)
+    for t, when, i in zip(q_tid.tolist(), q_time.tolist(), got.tolist()):
+        earlier = e_time[(e_tid == t) & (e_time <= when)]
+        if not len(earlier):
+            assert i == -1
+        else:
+            assert e_tid[i] == t and e_time[i] == earlier.max()
