@@ -154,6 +154,11 @@ def test_dwarf_stacks_reach_main_through_libc(recorded: Callable[..., tuple[Path
     for fn in ("wait_timer", "wait_pipe", "wait_lock"):
         got, want = under(lines, fn), truth[(fn, "blocked_ns")]
         assert close(got, want), f"{fn} (dwarf): {got} ns, the fixture measured {want}"
+    # --wall unwinds the cpu-clock samples (another event's layout) beside the switch-outs
+    wall = folded(profiler_cmd, capture, "--wall")
+    running = [(f, w) for f, w in wall if f[0] == "burn" and f[1] == "[running]"]
+    reached = sum(w for f, w in running if f[2:6] == ["clone3", "start_thread", "thread_main", "burn"])
+    assert reached >= 0.95 * sum(w for _, w in running), running[:3]
 
 
 def test_system_wide_switch_records_of_every_cpu(recorded: Callable[..., tuple[Path, Truth, dict[str, int]]],
