@@ -199,9 +199,13 @@ def time_type(event: str) -> str:
 
 
 def pseudo_events(names: list[str]) -> list[str]:
-    """The pseudo-events a capture with these events offers: none without sched_switch
-    (:mod:`profiler.report.offcpu` makes their rows)."""
-    return [OFFCPU_EVENT, WALL_EVENT] if SWITCH_TRACEPOINT in names else []
+    """The pseudo-events a capture with these events offers (:mod:`profiler.report.offcpu`
+    makes their rows): ``offcpu`` with sched_switch samples, ``wall`` when it also has an
+    on-CPU event counting nanoseconds (cpu-clock, task-clock)."""
+    if SWITCH_TRACEPOINT not in names:
+        return []
+    clock = any(period_is_nanoseconds(name) for name in names)
+    return [OFFCPU_EVENT, WALL_EVENT] if clock else [OFFCPU_EVENT]
 
 
 def default_weight(event: str) -> Weight:

@@ -90,4 +90,6 @@ def test_wall_without_an_on_cpu_clock_event_is_one_sentence(capsys: pytest.Captu
         offcpu_factory.offcpu_header = header
     code, out, err = run_main(capsys, "report", "-i", str(path), "--wall")
     assert code != 0 and "Traceback" not in err
-    assert "--wall adds on-CPU samples of cpu-clock or task-clock" in err
+    assert "has no event 'wall'" in err and "offcpu" in err
+    code, _, err = run_main(capsys, "export", "-f", "pprof", "-i", str(path), "-o", str(tmp_path / "all.pb.gz"))
+    assert code == 0, err  # every event the capture offers, without wall
