@@ -17,6 +17,8 @@ from profiler.report.options import (
     parse_str_list,
     parse_time,
 )
+from profiler.errors import UsageError
+from profiler.report.model import WALL_EVENT
 from profiler.report.tracepoints import parse_trace_filter
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,14 +67,18 @@ _OPTIONS: list[Callable[[F], F]] = [
                       "capture's start), several separated by spaces, or percentages 10%-20%, 10%/2."),
     click.option("--trace-filter", metavar="EXPR",
                  help="Tracepoint samples whose fields match, e.g. 'prev_comm == \"sh\" && next_pid != 0'."),
-    click.option("--event", help="The event to use, for captures with several (default: the first)."),
+    click.option("--event", help="The event to use, for captures with several (default: the first); "
+                                 "'offcpu' for a --off-cpu capture's waits (docs/offcpu.md)."),
+    click.option("--wall", is_flag=True,
+                 help="Elapsed time: on-CPU samples and off-CPU waits in one tree under [running], "
+                      "[runnable], [blocked] (the 'wall' event of a --off-cpu capture, docs/offcpu.md)."),
     click.option("--no-demangle", is_flag=True, help="Show C++ and Rust names as stored."),
     click.option("--inline/--no-inline", default=True, show_default=True,
                  help="Show functions inlined by the compiler as their own frames (from DWARF)."),
 ]
 
 _NAMES = ("input_", "comm", "pid", "tid", "cpu", "dso", "symbol", "time_", "trace_filter", "event", "no_demangle",
-          "inline")
+          "inline", "wall")
 
 
 def profile_options(func: F) -> F:
@@ -93,9 +99,13 @@ def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None 
                           tid: str | None = None, cpu: str | None = None, dso: str | None = None,
                           symbol: str | None = None, time_: str | None = None,
                           trace_filter: str | None = None, event: str | None = None,
-                          no_demangle: bool = False, inline: bool = True,
+                          no_demangle: bool = False, inline: bool = True, wall: bool = False,
                           symbols: SymbolOptions = SymbolOptions()) -> LoadOptions:
     """LoadOptions from the options' text; UsageError (one sentence, exit 2) for bad values."""
+    if wall:
+        if event not in (None, WALL_EVENT):
+            raise UsageError(f"--wall is the '{WALL_EVENT}' event: leave out --event {event}.")
+        event = WALL_EVENT
     filters = Filters(
         comms=parse_str_list(comm) if comm else (),
         pids=parse_int_list(pid, "--pid") if pid else (),

@@ -203,7 +203,7 @@ def _event_of(path: str, cap: Any, wanted: str, required: bool = True) -> str | 
     from profiler.report.capture import select_event
 
     try:
-        return str(cap.names[select_event(cap.names, wanted)])
+        return str(cap.event_names[select_event(cap.event_names, wanted)])  # offcpu, wall too
     except ReportError:
         same = [n for n in cap.names if _base_name(n) == _base_name(wanted)]
         if same:

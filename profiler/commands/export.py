@@ -58,24 +58,27 @@ def command(format_: str, output: str, weight: str | None, with_pid: bool, with_
     if format_ == "firefox":
         _firefox(output, kwargs)
         return
-    from profiler.report.model import Weight
+    from profiler.report.model import Weight, default_weight
     from profiler.report.render import folded, speedscope
     from profiler.report.pipeline import load_stacks
 
-    folded_options = folded.FoldedOptions(weight=cast(Weight, weight or "samples"), include_pid=with_pid,
-                                          include_tid=with_tid, unknown_as_dso=unknown_as_dso)
+    def folded_options(event: str | None) -> folded.FoldedOptions:
+        chosen = weight or (default_weight(event) if event is not None else "samples")
+        return folded.FoldedOptions(weight=cast(Weight, chosen), include_pid=with_pid, include_tid=with_tid,
+                                    unknown_as_dso=unknown_as_dso)
+
     if diff is not None:
         from profiler.report.pair import load_stack_pair
 
         pair = load_stack_pair(load_options(kwargs), diff[0], diff[1], warn, what="export")
-        lines = folded.diff_folded(pair.base.stacks, pair.new.stacks, folded_options)
+        lines = folded.diff_folded(pair.base.stacks, pair.new.stacks, folded_options(pair.new.meta.event))
         with open_output(output) as stream:
             folded.render_diff_folded(lines, stream)
         return
     profile = load_stacks(load_options(kwargs), warn, locations=format_ == "speedscope")  # source files
     with open_output(output) as stream:
         if format_ == "folded":
-            folded.write(profile, stream, folded_options)
+            folded.write(profile, stream, folded_options(profile.meta.event))
         else:
             speedscope.write(profile, stream, speedscope.SpeedscopeOptions(
                 weight=cast(Weight, weight or "period"), per=cast(speedscope.ProfilePer, per),

@@ -16,8 +16,9 @@ from profiler.report.render.flamegraph import DEFAULT_MIN_WIDTH
 @profile_options
 @click.option("-o", "--output", default="flamegraph.html", show_default=True,
               help="HTML file to write ('-' for stdout).")
-@click.option("--weight", type=click.Choice(["samples", "period"]), default="samples", show_default=True,
-              help="Size frames by sample count or by period.")
+@click.option("--weight", type=click.Choice(["samples", "period"]), default=None,
+              help="Size frames by sample count or by period (default: samples; period, that is time, "
+                   "for the offcpu and wall events).")
 @click.option("--min-width", type=float, default=DEFAULT_MIN_WIDTH, show_default=True,
               help="Leave out of the file frames narrower than this fraction of the total (their weight "
                    "stays in the parent; the page says how many; with --diff, of the drawn side's total). "
@@ -29,23 +30,24 @@ from profiler.report.render.flamegraph import DEFAULT_MIN_WIDTH
               help="A differential flame graph of two captures: NEW's shape, each frame coloured by its "
                    "change in share from BASE (red: more, blue: less); -i is not used.")
 @click.option("--negate", is_flag=True, help="With --diff: draw BASE's shape instead (same colours).")
-def command(output: str, weight: str, min_width: float, group_by: str, title: str | None,
+def command(output: str, weight: str | None, min_width: float, group_by: str, title: str | None,
             diff: tuple[str, str] | None, negate: bool, **kwargs: Any) -> None:
     """Write a self-contained interactive HTML flame graph (no network access needed)."""
     from profiler.errors import UsageError
-    from profiler.report.model import Weight
+    from profiler.report.model import Weight, default_weight
 
     if diff is not None:
-        _diff(diff, output, weight, min_width, group_by, title, negate, kwargs)
+        _diff(diff, output, weight or "samples", min_width, group_by, title, negate, kwargs)
         return
     if negate:
         raise UsageError("--negate needs --diff BASE NEW.")
     from profiler.report.render import flamegraph
     from profiler.report.pipeline import load_stacks
 
-    opts = flamegraph.FlameGraphOptions(weight=cast(Weight, weight), min_width=min_width,
-                                        group_by=cast(flamegraph.GroupBy, group_by), title=title)
     profile = load_stacks(load_options(kwargs), warn, locations=True)  # source lines for the tooltips
+    opts = flamegraph.FlameGraphOptions(weight=cast(Weight, weight or default_weight(profile.meta.event)),
+                                        min_width=min_width, group_by=cast(flamegraph.GroupBy, group_by),
+                                        title=title)
     with open_output(output) as stream:
         flamegraph.write(profile, stream, opts)
     if output != "-":

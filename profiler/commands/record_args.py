@@ -128,6 +128,12 @@ OPTIONS: tuple[Option, ...] = (
            help="Write the ring-buffer data as the kernel wrote it (as perf does without -z) "
                 "instead of zstd-compressed (about 15x smaller with -g; buffers of -m 16 pages or "
                 "less are never compressed)."),
+    Option(("--off-cpu",), "off_cpu",
+           help="Also record where threads wait: sched:sched_switch at every switch-out (with -g "
+                "or --call-graph dwarf, its stack) and context-switch records; report's 'offcpu' "
+                "event, --wall and --thread-states read them (docs/offcpu.md)."),
+    Option(("--switch-events",), "switch_events",
+           help="Record context-switch records (PERF_RECORD_SWITCH), as perf's --switch-events."),
     Option(("--archive",), "archive",
            help="When recording ends, pack the sampled DSOs' symbols into the capture (as 'profiler archive')."),
 )
@@ -246,6 +252,8 @@ def options_from_cli(
     push_token_env: str | None = None,
     overwrite: bool = False,
     snapshot_on: str | None = None,
+    off_cpu: bool = False,
+    switch_events: bool = False,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -255,8 +263,8 @@ def options_from_cli(
     dwarf = parse_call_graph(call_graph_mode) if call_graph_mode is not None else None
     if mmap_pages:
         data_pages = parse_mmap_pages(mmap_pages, page_size)
-    else:
-        data_pages = DWARF_DATA_PAGES if dwarf is not None else RecordOptions.data_pages
+    else:  # larger buffers where each sample is large (DWARF) or every context switch is one (--off-cpu)
+        data_pages = DWARF_DATA_PAGES if dwarf is not None or off_cpu else RecordOptions.data_pages
     opts = RecordOptions(
         command=command,
         pids=pids,
@@ -288,6 +296,8 @@ def options_from_cli(
         push=push_arguments(push_url, push_format, push_tenant, push_token_env),
         overwrite=overwrite,
         snapshot_on=snapshot_on,
+        off_cpu=off_cpu,
+        switch_events=switch_events,
     )
     opts.validate()
     return opts

@@ -36,9 +36,12 @@ from profiler.report.run import run_report
                    "count), as 'profiler export -f folded' writes for flamegraph.pl and inferno.")
 @click.option("--stats", is_flag=True, help="Record counts by type and lost samples, instead of the profile.")
 @click.option("--header", is_flag=True, help="Print the capture's header instead of the profile.")
+@click.option("--thread-states", is_flag=True,
+              help="Per thread: time running, runnable (waiting for a CPU) and blocked, and the top "
+                   "blocking stacks, from a --off-cpu capture (docs/offcpu.md).")
 def command(sort: str, children: bool, call_graph: str | None, callchain_threshold: float,
             percent_limit: float, group: bool, percentage: str, format_: str, stats: bool, header: bool,
-            **kwargs: Any) -> None:
+            thread_states: bool, **kwargs: Any) -> None:
     """Print a flat or call-graph profile of a capture."""
     load = load_options(kwargs)
     if not children and call_graph == "none" and format_ != "folded":
@@ -50,5 +53,5 @@ def command(sort: str, children: bool, call_graph: str | None, callchain_thresho
     opts = ReportOptions(load=load, sort=keys, children=children, callgraph=call_graph,
                          callchain_threshold=callchain_threshold, percent_limit=percent_limit, group=group,
                          percentage=percentage,
-                         format=format_, stats=stats, header=header)
+                         format=format_, stats=stats, header=header, thread_states=thread_states)
     run_report(opts, sys.stdout, warn)

@@ -56,7 +56,7 @@ def command(srcline: bool, fields: str | None, as_json: bool, **kwargs: Any) -> 
         else:
             _render(shown, fields, srcline, said)
     tell(totals.warnings)
-    require_samples(opts.input, names[events[0]], sum(totals.recorded.get(e, 0) for e in events),
+    require_samples(opts.input, capture.event_names[events[0]], sum(totals.recorded.get(e, 0) for e in events),
                     sum(totals.shown.values()), opts.filters, "print")
 
 

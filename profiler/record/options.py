@@ -9,6 +9,7 @@ from profiler.value import Frozen
 DEFAULT_FREQ = 4000  # perf's default; the docs say that higher rates slow the target
 DEFAULT_DATA_PAGES = 128  # 512 KiB per CPU with 4 KiB pages, like perf; 1 control page on top
 DWARF_DATA_PAGES = 512  # --call-graph dwarf: each sample carries up to 8 KiB of stack, so 2 MiB per CPU
+# (--off-cpu too: a sample per context switch; at -m 128 a pipe ping-pong lost 0.5-6 % of them)
 DEFAULT_OUTPUT = DEFAULT_CAPTURE
 
 # clock_gettime(2)'s clocks by perf's names for -k (time's constants, without importing time)
@@ -16,6 +17,7 @@ CLOCKS: dict[str, int] = {"realtime": 0, "monotonic": 1, "monotonic_raw": 4, "bo
 CLOCK_ALIASES: dict[str, str] = {"mono": "monotonic", "raw": "monotonic_raw", "real": "realtime",
                                  "boot": "boottime"}
 DEFAULT_CLOCKID = CLOCKS["monotonic"]
+OFFCPU_TRACEPOINT = "sched:sched_switch"  # --off-cpu samples it at every switch-out (docs/offcpu.md)
 MAX_SAMPLE_RATE = "/proc/sys/kernel/perf_event_max_sample_rate"
 MAX_STACK = "/proc/sys/kernel/perf_event_max_stack"
 
@@ -54,13 +56,15 @@ class RecordOptions(Frozen):
     overwrite: bool = False  # --overwrite: the flight recorder (profiler/record/flight.py)
     archive_files: bool = False  # --archive with --switch-output: each file archived as it is finished
     snapshot_on: str | None = None  # --snapshot-on: signal, exit, SECONDS
+    off_cpu: bool = False  # --off-cpu: sched:sched_switch samples + context-switch records (docs/offcpu.md)
+    switch_events: bool = False  # --switch-events: context-switch records (attr.context_switch), as perf
 
     _fields = (
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
         "switch_output", "switch_max_files", "max_size", "push",
-        "overwrite", "snapshot_on", "archive_files",
+        "overwrite", "snapshot_on", "archive_files", "off_cpu", "switch_events",
     )
 
     def __init__(
@@ -96,6 +100,8 @@ class RecordOptions(Frozen):
         overwrite: bool = False,
         snapshot_on: str | None = None,
         archive_files: bool = False,
+        off_cpu: bool = False,
+        switch_events: bool = False,
     ) -> None:
         self.command = command
         self.pids = pids
@@ -128,6 +134,8 @@ class RecordOptions(Frozen):
         self.overwrite = overwrite
         self.snapshot_on = snapshot_on
         self.archive_files = archive_files
+        self.off_cpu = off_cpu
+        self.switch_events = switch_events
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""

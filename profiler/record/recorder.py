@@ -30,10 +30,10 @@ from profiler.format.container.layout import STDOUT, VERSION_FRAME_CPU, VERSION_
 from profiler.format.container.writer import CaptureWriter
 from profiler.names import KERNEL_DSO
 from profiler.record import kallsyms, metadata, perf_event, synth
-from profiler.record.events import EventSpec, default_event, split_modifiers
+from profiler.record.events import EventSpec, default_event, parse_event, split_modifiers
 from profiler.record.flight import SIDEBAND, SideBand, SnapshotOn, backward_window, fly
 from profiler.record.groups import Member, configure, member_filters, members_of
-from profiler.record.options import DEFAULT_FREQ, RecordOptions
+from profiler.record.options import DEFAULT_FREQ, OFFCPU_TRACEPOINT, RecordOptions
 from profiler.record.result import RecordResult
 from profiler.record.session import OpenedEvent, Session
 from profiler.record.rotate import Totals, process_tree, rotation_for, summed
@@ -109,7 +109,9 @@ def build_attr(
         enable_on_exec=int(enable_on_exec),
     )
     attr.config1, attr.config2 = spec.config1, spec.config2
-    if opts.period is not None:
+    if opts.off_cpu and spec.name == OFFCPU_TRACEPOINT:
+        attr.sample_period = 1  # every switch-out: an off-CPU interval starts at each
+    elif opts.period is not None:
         attr.sample_period = opts.period
     elif opts.freq is None and spec.type == PERF_TYPE_TRACEPOINT:
         attr.sample_period = 1  # every tracepoint hit, as perf does by default
@@ -126,6 +128,9 @@ def build_attr(
         # (profiler/record/mapped.py); build-ids are read from the mapped files instead.
         attr.build_id = int(opts.buildid_mmap)
         attr.mmap_data = int(opts.data_mmaps)
+        # PERF_RECORD_SWITCH (per task) or SWITCH_CPU_WIDE (per CPU, -a): when each thread
+        # is switched in again, which ends its off-CPU interval (docs/offcpu.md)
+        attr.context_switch = int(opts.off_cpu or opts.switch_events)
     return attr
 
 
@@ -161,6 +166,8 @@ def resolve_events(opts: RecordOptions) -> tuple[list[Member], list[str]]:
     else:
         spec, notice = default_event()
         members, notices = [Member(spec, 0)], [notice] if notice else []
+    if opts.off_cpu and not any(m.spec.name == OFFCPU_TRACEPOINT for m in members):
+        members.append(Member(parse_event(OFFCPU_TRACEPOINT), len(members)))
     return [m.replace(spec=_privilege_label(m.spec, opts)) for m in members], notices
 
 

@@ -121,9 +121,11 @@ def make_resolver(capture: Capture, state: ReplayState, options: LoadOptions) ->
 
 def assemble(options: LoadOptions, capture: Capture, event: int, rows: Selected, state: ReplayState,
              resolver: SymbolResolver, counts: Counts, trace_format: TraceFormat | None = None,
-             unwind: UnwindStats | None = None) -> Profile:
+             unwind: UnwindStats | None = None, root_frames: I64 | None = None) -> Profile:
     """The one way a :class:`Profile` is made: the rows' stacks counted once and resolved,
-    then ``--dso``/``--symbol`` applied to their leaf frames."""
+    then ``--dso``/``--symbol`` applied to their leaf frames. ``root_frames``: per row, the
+    thread-state frame put at its stack's root (its code in ``offcpu.STATE_LABELS``: the
+    ``offcpu`` and ``wall`` pseudo-events, :mod:`profiler.report.offcpu`)."""
     s = rows.samples
     has_chains = "callchain" in s.has and options.callchains
     stack, reps = dedupe_stacks(s, rows.gen, has_chains)
@@ -133,7 +135,7 @@ def assemble(options: LoadOptions, capture: Capture, event: int, rows: Selected,
 
         unwind.count_roots(outer_is_root(stack, table.start, table.frames, resolver.frames, ROOTS))
     profile = Profile(
-        path=options.input, header=capture.info, event=capture.names[event], event_names=capture.names,
+        path=options.input, header=capture.info, event=capture.event_names[event], event_names=capture.event_names,
         samples=s, comm=rows.comm, comm_names=state.comm_names, stack=stack, stack_start=table.start,
         stack_frames=table.frames, frames=resolver.frames, stack_table=table, has_callchains=has_chains,
         demangle=options.demangle, lost_samples=state.lost + state.lost_samples, counts=counts.records,
@@ -143,6 +145,10 @@ def assemble(options: LoadOptions, capture: Capture, event: int, rows: Selected,
         trace_format=trace_format, raw=rows.raw, byte_order=capture.byte_order, unwind=unwind,
         build_ids=recorded_build_ids(capture, resolver), weight=rows.weight,
     )
+    if root_frames is not None:
+        from profiler.report.offcpu import add_state_roots
+
+        profile = add_state_roots(profile, root_frames)
     f = options.filters
     return filter_by_leaf(profile, f) if f.dsos or f.symbols else profile
 

@@ -18,6 +18,7 @@ from profiler.format.container.reader import CaptureReader
 from profiler.format.attr import PERF_TYPE_SOFTWARE
 from profiler.format.events import EventTable
 from profiler.format.typed_header import CaptureHeader
+from profiler.report.model import pseudo_events
 from profiler.report.options import Filters
 from profiler.report.tally import Tally
 from profiler.symbols.sources import SOURCE_KINDS, Metadata
@@ -52,6 +53,17 @@ class Capture:
         return kept or self.names
 
     @property
+    def event_names(self) -> list[str]:
+        """The recorded events, then the pseudo-events computed from them (``offcpu`` and
+        ``wall`` for a capture with sched_switch samples: :mod:`profiler.report.offcpu`)."""
+        names = self.names
+        return names + pseudo_events(names)
+
+    def is_pseudo(self, index: int) -> bool:
+        """Whether event ``index`` (of :attr:`event_names`) is computed, not recorded."""
+        return index >= len(self.events.events)
+
+    @property
     def info(self) -> CaptureHeader:
         """The capture's header, typed."""
         return self.reader.info
@@ -67,7 +79,7 @@ class Capture:
     def event_index(self, wanted: str | None) -> int:
         """Index of the event called ``wanted`` (the first without one; ``cpu-clock`` also
         matches ``cpu-clock:u``); a ReportError naming the capture's events otherwise."""
-        return select_event(self.names, wanted)
+        return select_event(self.event_names, wanted)
 
     @property
     def data(self) -> CaptureData:

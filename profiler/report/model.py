@@ -33,8 +33,10 @@ import numpy.typing as npt
 from profiler.names import UNKNOWN
 
 #: How a frame was resolved. ``"unknown"`` is an address no map or symbol covered.
-FrameKind = Literal["user", "kernel", "jit", "unknown"]
-FRAME_KINDS: tuple[str, ...] = ("user", "kernel", "jit", "unknown")
+FrameKind = Literal["user", "kernel", "jit", "unknown", "state"]
+FRAME_KINDS: tuple[str, ...] = ("user", "kernel", "jit", "unknown", "state")
+# "state": the root frame of the offcpu and wall pseudo-events, why the thread was where it was
+# ([running], [runnable], [blocked], ...: docs/offcpu.md)
 
 #: What a stack's weight is: the number of samples, or the sum of their periods.
 Weight = Literal["samples", "period"]
@@ -183,7 +185,33 @@ class ProfileMeta:
 
 
 #: Events whose sample period is a time in nanoseconds (perf's software clocks).
-NANOSECOND_EVENTS: frozenset[str] = frozenset({"cpu-clock", "task-clock"})
+OFFCPU_EVENT = "offcpu"  # pseudo-event: off-CPU intervals, period in ns (docs/offcpu.md)
+WALL_EVENT = "wall"  # pseudo-event: on-CPU samples and off-CPU intervals, period in ns
+SWITCH_TRACEPOINT = "sched:sched_switch"  # the event whose samples the pseudo-events are made from
+NANOSECOND_EVENTS: frozenset[str] = frozenset({"cpu-clock", "task-clock", OFFCPU_EVENT, WALL_EVENT})
+# what a pprof sample type calls each nanosecond event's time (pprof's "cpu" for the clocks)
+TIME_TYPES: dict[str, str] = {OFFCPU_EVENT: "off-cpu", WALL_EVENT: "wall"}
+
+
+def time_type(event: str) -> str:
+    """The name of a nanosecond event's time in exports: ``cpu``, ``off-cpu`` or ``wall``."""
+    return TIME_TYPES.get(event.split(":", 1)[0].strip(), "cpu")
+
+
+def pseudo_events(names: list[str]) -> list[str]:
+    """The pseudo-events a capture with these events offers (:mod:`profiler.report.offcpu`
+    makes their rows): ``offcpu`` with sched_switch samples, ``wall`` when it also has an
+    on-CPU event counting nanoseconds (cpu-clock, task-clock)."""
+    if SWITCH_TRACEPOINT not in names:
+        return []
+    clock = any(period_is_nanoseconds(name) for name in names)
+    return [OFFCPU_EVENT, WALL_EVENT] if clock else [OFFCPU_EVENT]
+
+
+def default_weight(event: str) -> Weight:
+    """What a stack's weight is when not asked: samples, except for the pseudo-events whose
+    rows are intervals of different lengths (their time is what counts)."""
+    return "period" if event in TIME_TYPES else "samples"
 
 
 def period_is_nanoseconds(event: str) -> bool:

@@ -123,6 +123,7 @@ class ReportOptions:
     format: str = "table"
     stats: bool = False
     header: bool = False
+    thread_states: bool = False  # --thread-states: per thread running/runnable/blocked (docs/offcpu.md)
     progress: bool = True  # only shown when stderr is a terminal
 
     def __post_init__(self) -> None:

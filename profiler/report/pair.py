@@ -32,7 +32,7 @@ def _opened(path: str, callchains: bool) -> tuple[list[str], str]:
     """The capture's event names and architecture."""
     capture = Capture(path, callchains)
     try:
-        return capture.names, capture.arch
+        return capture.event_names, capture.arch  # the offcpu and wall pseudo-events too
     finally:
         capture.close()
 

@@ -88,6 +88,8 @@ def load_profile(options: LoadOptions, capture: Capture | None = None, event: st
     capture = capture or Capture(options.input, options.callchains)
     options = on_capture_clock(options, capture)
     index = capture.event_index(event or options.filters.event)
+    if capture.is_pseudo(index):
+        return _from_switches(options, capture, index, progress or _quiet)
     if not (whole or os.environ.get("PROFILER_TALLY") == "0" or needs_whole(options, capture, index)):
         (progress or _quiet)("decoding")
         tally = capture.tally(options.filters, options.callchains, keep_cpu)
@@ -108,6 +110,8 @@ def on_capture_clock(options: LoadOptions, capture: Capture) -> LoadOptions:
 
 def needs_whole(options: LoadOptions, capture: Capture, index: int) -> bool:
     """Whether event ``index`` must be decoded whole (see the module docstring)."""
+    if capture.is_pseudo(index):
+        return True
     ev = capture.events.events[index]
     dwarf = options.callchains and has_user_stacks(ev.layout) and columns_for(capture.arch) is not None
     return reads_group(ev) or dwarf or options.payloads or bool(options.filters.trace)
@@ -118,7 +122,7 @@ def load_events(options: LoadOptions, warn: Warn, capture: Capture | None = None
     """A profile of every event that has samples (or of the one ``--event`` names), the capture
     decoded once; warnings said once each."""
     capture = capture or Capture(options.input, options.callchains)
-    names = [options.filters.event] if options.filters.event else capture.names
+    names = [options.filters.event] if options.filters.event else capture.event_names
     profiles: list[Profile] = []
     said: set[str] = set()
     for name in names:
@@ -161,7 +165,7 @@ def stream_profiles(options: LoadOptions, capture: Capture, events: list[int],
         streamed = windows(options, capture, events, totals)
     if streamed is not None:
         return streamed
-    profiles = [load_profile(options, capture, capture.names[e], whole=True) for e in events]
+    profiles = [load_profile(options, capture, capture.event_names[e], whole=True) for e in events]
     totals.warnings = list(profiles[0].warnings) if profiles else []
     for e, p in zip(events, profiles):
         totals.recorded[e] = p.recorded_samples
@@ -220,6 +224,44 @@ def _from_whole(options: LoadOptions, capture: Capture, index: int, say: Progres
     say("resolving")
     return assemble(options, capture, index, selected, rep.state, make_resolver(capture, rep.state, options),
                     counts, tfmt, unwound)
+
+
+def _from_switches(options: LoadOptions, capture: Capture, index: int, say: Progress) -> Profile:
+    """A pseudo-event's profile (``offcpu``, ``wall``: :mod:`profiler.report.offcpu`): rows
+    computed from the switch-outs, a row per interval (and per on-CPU sample)."""
+    from profiler.report.model import SWITCH_TRACEPOINT
+    from profiler.report.offcpu import state_rows
+
+    say("decoding")
+    data = capture.data
+    check_cpu_filter(capture.reader, data.events, options.filters)
+    say("replaying")
+    rep = replay(data.others, data.others_before, data.samples.pid, data.samples.tid, capture.build_ids())
+    counts = Counts(records=data.counts, warnings=list(capture.reader.warnings) + list(data.warnings),
+                    start_ns=_start_ns(capture, data.samples))
+    rows, period, states = state_rows(capture, data, capture.event_names[index])
+    s = data.samples.take(rows)
+    s.period = period.astype(np.uint64)
+    check_period_total(period_total(s.period))  # damaged times could make intervals of centuries
+    counts.recorded = len(rows)
+    kept = sample_mask(s.cpu, s.time, options.filters, counts.start_ns)
+    counts.base_samples = int(np.count_nonzero(kept))
+    counts.base_period = int(s.period[kept].sum(dtype=np.uint64)) if counts.base_samples else 0
+    gen, comm = rep.sample_gen[rows], rep.sample_comm[rows]
+    mask = kept & entry_mask(s.pid, s.tid, comm, rep.comm_names, options.filters)
+    selected = Selected(s.take(mask), gen[mask], comm[mask])
+    states = states[mask]
+    switch = capture.names.index(SWITCH_TRACEPOINT)
+    tfmt, selected.raw = event_payloads(capture, switch, selected.samples, options)
+    unwound = None
+    if options.callchains:
+        unwound = _unwind_dwarf(options, capture, data, switch, selected, rep)
+        if unwound is not None:
+            say("unwinding")
+            counts.warnings.extend(unwound.warnings)
+    say("resolving")
+    return assemble(options, capture, index, selected, rep.state, make_resolver(capture, rep.state, options),
+                    counts, tfmt, unwound, root_frames=states)
 
 
 def _start_ns(capture: Capture, s: SampleColumns) -> int:

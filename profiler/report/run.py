@@ -24,6 +24,9 @@ def run_report(opts: ReportOptions, out: TextIO, warn: Warn) -> None:
     if opts.stats:
         render_stats(out, opened.reader, opened.data)
         return
+    if opts.thread_states:
+        _thread_states(opts, out, opened, warn)
+        return
     names = opened.sampled_names
     if opts.group:
         _report_group(opts, out, opened, progress_printer(opts.progress), warn)
@@ -75,6 +78,28 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
         tabulated.write(report, out, opts.format)  # the rows; call graphs are the table's and JSON's
         return
     {"json": jsonout.write, "csv": csvout.write}.get(opts.format, table.write)(report, out)
+
+
+def _thread_states(opts: ReportOptions, out: TextIO, opened: Any, warn: Warn) -> None:
+    """``--thread-states``: per thread running, runnable and blocked (docs/offcpu.md)."""
+    from profiler.report.model import OFFCPU_EVENT, SWITCH_TRACEPOINT
+    from profiler.report.pipeline import load_profile
+    from profiler.report.render import threadstates as render
+    from profiler.report.threadstates import add_top_blocking, thread_times
+
+    if SWITCH_TRACEPOINT not in opened.names:
+        raise ReportError(f"{opts.load.input} has no {SWITCH_TRACEPOINT} samples: record with "
+                          "'profiler record --off-cpu' for thread states.")
+    profile = load_profile(opts.load, opened, OFFCPU_EVENT)
+    for w in profile.warnings:
+        warn(w)
+    states = thread_times(opened, opened.data)
+    f = opts.load.filters
+    if f.tids or f.pids or f.comms:
+        shown = set(profile.samples.tid.tolist())
+        states = {t: st for t, st in states.items() if t in shown}
+    add_top_blocking(states, profile)
+    render.write(states.values(), out)
 
 
 def _report_group(opts: ReportOptions, out: TextIO, opened: Any, progress: Any, warn: Warn) -> None:

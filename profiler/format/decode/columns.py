@@ -47,6 +47,7 @@ import numpy.typing as npt
 
 from profiler.arrays import ranges
 from profiler.format import records as R
+from profiler.format.decode.switches import SwitchColumns
 from profiler.format.events import EventTable
 
 U64 = npt.NDArray[np.uint64]
@@ -297,3 +298,6 @@ class CaptureData:
     counts: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
     damaged_samples: int = 0
+    # the context-switch records as columns (profiler.format.decode.switches), file order; None
+    # when the events' trailers differ: then they are among ``others`` as objects
+    switches: SwitchColumns | None = None

@@ -33,6 +33,7 @@ from profiler.format.container.reader import CaptureReader
 from profiler.format.container.scan import FileFrame
 from profiler.format.decode.columns import CaptureData, OtherRecord, SampleColumns
 from profiler.format.decode.samples import SampleBuilder
+from profiler.format.decode.switches import SWITCH_TYPES, SwitchColumns, columnar_layout, decode_switches
 from profiler.format.decode.views import RecordViews
 from profiler.format.events import EventTable
 
@@ -94,6 +95,8 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
     # Pass 2: decode.
     builder = SampleBuilder(events, n_samples, callchains, cpu_limit=cpu_limit(reader))
     others: list[OtherRecord] = []
+    switch_layout = columnar_layout(events)
+    switches: list[SwitchColumns] = []
     failed = 0
     next_seq = 0
     for chunk, offsets, cpus in chunks:
@@ -104,8 +107,17 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
         count_types(types, counts)
         is_sample = types == R.PERF_RECORD_SAMPLE
         builder.add(views, offsets[is_sample], sizes[is_sample], seq[is_sample], cpus[is_sample])
-        failed += _decode_others(views, events, offsets, sizes, types, cpus, seq,
-                                 np.flatnonzero(~is_sample), others)
+        rest = ~is_sample
+        if switch_layout is not None:
+            is_switch = np.isin(types, SWITCH_TYPES)
+            if is_switch.any():
+                cols, damaged = decode_switches(views.w32, views.w64, switch_layout, events.bo == "<",
+                                                offsets[is_switch], sizes[is_switch], types[is_switch],
+                                                cpus[is_switch])
+                switches.append(cols)
+                failed += int(np.count_nonzero(damaged))
+            rest &= ~is_switch
+        failed += _decode_others(views, events, offsets, sizes, types, cpus, seq, np.flatnonzero(rest), others)
         _release(reader, chunk)
     del chunks
     samples = builder.finish()
@@ -116,7 +128,8 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
         warnings.append(f"{failed} damaged non-sample records were skipped.")
     others_sorted, others_before = _order(samples, others)
     return CaptureData(reader.header, events, samples, others_sorted, others_before, counts,
-                       warnings, builder.damaged)
+                       warnings, builder.damaged,
+                       SwitchColumns.concat(switches) if switch_layout is not None else None)
 
 
 @dataclass
@@ -187,8 +200,10 @@ class ChunkDecoder:
         return builder.finish(), builder.damaged
 
     def others(self, chunk: RecordChunk, out: list[OtherRecord]) -> int:
-        """Decode the chunk's non-sample records into ``out``; the number that were damaged."""
-        idx = np.flatnonzero(chunk.types != R.PERF_RECORD_SAMPLE)
+        """Decode the chunk's non-sample records into ``out``; the number that were damaged.
+        Context-switch records are left out: the replay needs none, and a ``--off-cpu`` capture
+        has two per switch (the whole decode gives them as columns, ``CaptureData.switches``)."""
+        idx = np.flatnonzero((chunk.types != R.PERF_RECORD_SAMPLE) & ~np.isin(chunk.types, SWITCH_TYPES))
         return _decode_others(self.views, self.events, chunk.offsets, chunk.sizes, chunk.types, chunk.cpus,
                               chunk.seq, idx, out)
 

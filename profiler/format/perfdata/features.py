@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiler.format.attr import FLAG_BITS
+from profiler.format.perfdata.tracing import TracingDataError, parse_tracing_data
 
 HEADER_TRACING_DATA = 1
 HEADER_BUILD_ID = 2
@@ -204,6 +205,7 @@ class Features:
     compressed: dict[str, int] = field(default_factory=dict)
     clock_data: dict[str, int] = field(default_factory=dict)
     build_ids: list[BuildIdEntry] = field(default_factory=list)
+    tracepoint_formats: list[dict[str, str]] = field(default_factory=list)  # TRACING_DATA's formats
     warnings: list[str] = field(default_factory=list)
 
 
@@ -265,8 +267,11 @@ def parse_feature(feat: Features, bit: int, buf: bytes | memoryview, bo: str, st
         return  # a feature this reader does not know (perf's pipe mode ends with bit 32)
     cur = Cursor(buf, bo, start, end)
     try:
-        _parse(feat, bit, cur)
-    except (FeatureError, struct.error, UnicodeError) as exc:
+        if bit == HEADER_TRACING_DATA:
+            feat.tracepoint_formats = parse_tracing_data(buf, start, end)
+        else:
+            _parse(feat, bit, cur)
+    except (FeatureError, TracingDataError, struct.error, UnicodeError) as exc:
         feat.warnings.append(f"the perf.data {name.upper()} section is damaged ({exc}); it was ignored.")
         return
     feat.present.append(name)

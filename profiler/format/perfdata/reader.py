@@ -388,6 +388,8 @@ def _metadata(f: Features) -> list[tuple[str, dict[str, Any]]]:
         entries.append({"path": e.filename, "build_id": e.build_id, "source": "perf.data"})
     meta: list[tuple[str, dict[str, Any]]] = [("buildids", {"entries": entries})]
     meta.append(("kernel", {"build_id": kernel_bid, "release": f.osrelease or ""}))
+    if f.tracepoint_formats:
+        meta.append(("tracepoint_formats", {"entries": f.tracepoint_formats}))
     return meta
 
 

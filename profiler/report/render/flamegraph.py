@@ -56,7 +56,7 @@ LINES_MIN_WIDTH = 0.001
 #: Kinds of the synthetic frames above the stacks.
 ROOT_KIND = "root"
 PROCESS_KIND = "process"
-NODE_KINDS: tuple[str, ...] = (ROOT_KIND, PROCESS_KIND, "user", "kernel", "jit", "unknown")
+NODE_KINDS: tuple[str, ...] = (ROOT_KIND, PROCESS_KIND, "user", "kernel", "jit", "unknown", "state")
 
 ROOT_FRAME = Frame(name="all", dso="", kind=ROOT_KIND)
 
@@ -323,6 +323,11 @@ _SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 KIND_LEGEND = ('<span id="fg-legend"><span class="sw k-user"></span>user <span class="sw k-kernel"></span>kernel '
                '<span class="sw k-jit"></span>JIT <span class="sw k-unknown"></span>unknown '
                '<span class="sw k-match"></span>match</span>')
+#: ... and of a graph with thread states (the offcpu and wall events, docs/offcpu.md): whatever
+#: their kind, the frames of blocked stacks are blue and those of runnable stacks violet.
+STATE_LEGEND = KIND_LEGEND.replace('</span>match</span>', '</span>match <span class="sw k-running"></span>running '
+                                   '<span class="sw k-blocked"></span>blocked '
+                                   '<span class="sw k-runnable"></span>runnable</span>')
 
 
 def read_asset(name: str) -> str:
@@ -401,7 +406,8 @@ def render_flamegraph(
 ) -> None:
     """Write the self-contained HTML page for ``tree`` to ``stream``."""
     page_title = title if title is not None else meta.title
-    stream.write(page_html(page_title, subtitle(tree, meta), tree_payload(tree, meta, page_title)))
+    legend = STATE_LEGEND if any(f.kind == "state" for f in tree.frames) else KIND_LEGEND
+    stream.write(page_html(page_title, subtitle(tree, meta), tree_payload(tree, meta, page_title), legend))
 
 
 def page_html(title: str, subtitle_text: str, payload: dict[str, object], legend: str = KIND_LEGEND) -> str:

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 from profiler.report.render import utf8
 from profiler import __version__
 from profiler.errors import ReportError
-from profiler.report.model import Location, StackSet, period_is_nanoseconds
+from profiler.report.model import Location, StackSet, period_is_nanoseconds, time_type
 from profiler.names import UNKNOWN
 
 NO_MAPPING = (UNKNOWN, "")
@@ -169,9 +169,9 @@ def sample_types(events: Sequence[str]) -> list[tuple[str, str]]:
     for i, event in enumerate(events):
         clock = period_is_nanoseconds(event)
         if i == 0:
-            out += [("samples", "count"), ("cpu", "nanoseconds") if clock else (event, "events")]
+            out += [("samples", "count"), (time_type(event), "nanoseconds") if clock else (event, "events")]
         else:
-            out += [(f"{event}-samples", "count"), (f"{event}-cpu" if clock else event,
+            out += [(f"{event}-samples", "count"), (f"{event}-{time_type(event)}" if clock else event,
                                                    "nanoseconds" if clock else "events")]
     return out
 

@@ -65,6 +65,18 @@
   function dsoOf(i) { return strings[frames[3 * F[i] + 1]]; }
   function kindOf(i) { return kinds[frames[3 * F[i] + 2]]; }
 
+  // The thread state a node lies under (the offcpu and wall events' root frames, docs/offcpu.md):
+  // 'blocked' or 'runnable' for the frames of an off-CPU stack, '' on a CPU or without states.
+  var waitOf = new Array(N);
+  for (var w = 0; w < N; w++) {
+    var inherited = parent[w] >= 0 ? waitOf[parent[w]] : '';
+    if (kindOf(w) === 'state') {
+      var label = nameOf(w);
+      inherited = label.indexOf('[blocked') === 0 ? 'blocked' : label.indexOf('[runnable') === 0 ? 'runnable' : '';
+    }
+    waitOf[w] = inherited;
+  }
+
   // Colours: hue family by kind, exact hue and shade from an FNV-1a hash of the name.
   function hash(text) {
     var h = 0x811c9dc5;
@@ -77,18 +89,22 @@
   var colorCache = {};
   function frameColor(i) {
     if (diff) return diffColor(change(i));
-    var fi = F[i];
-    var c = colorCache[fi];
+    var fi = F[i], wait = waitOf[i];
+    var c = colorCache[wait + fi];
     if (c) return c;
     var h = hash(nameOf(i)), a = (h & 0xffff) / 0xffff, b = (h >>> 16) / 0xffff;
+    // off-CPU frames in their own colours, whatever their kind: blocked blue, runnable violet
+    if (wait === 'blocked') return (colorCache[wait + fi] = hsl(234 + 16 * a, 72 + 10 * b, 70 + 8 * b));
+    if (wait === 'runnable') return (colorCache[wait + fi] = hsl(272 + 20 * a, 45 + 12 * b, 70 + 8 * b));
     switch (kindOf(i)) {
       case 'user': c = hsl(8 + 42 * a, 78 + 12 * b, 54 + 10 * b); break;
       case 'kernel': c = hsl(192 + 32 * a, 58 + 12 * b, 56 + 10 * b); break;
       case 'jit': c = hsl(92 + 40 * a, 45 + 12 * b, 50 + 10 * b); break;
       case 'unknown': c = hsl(0, 0, 62 + 14 * a); break;
+      case 'state': c = hsl(140, 40, 62 + 8 * a); break;   // [running]
       default: c = hsl(262, 16, 72 + 8 * a); break;   // root and process frames
     }
-    colorCache[fi] = c;
+    colorCache[wait + fi] = c;
     return c;
   }
   // Light grey for no change to red (more) or blue (less), saturated by the change's size against
