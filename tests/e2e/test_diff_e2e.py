@@ -17,6 +17,7 @@ fixture workloads, and across two builds of one program (the CI gate).
 from __future__ import annotations
 
 import itertools
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -117,14 +118,23 @@ def test_imported_captures_give_perf_diffs_numbers(perf_pair: tuple[Path, Path],
 
 
 def sections(text: str) -> list[tuple[list[str], list[str]]]:
-    """Each event's section: its header lines exactly, its rows as a sorted list (perf orders
-    rows of equal value by its own internal order, which a reader need not follow)."""
+    """Each event's section: its header lines, its rows as a sorted list (perf orders rows of
+    equal value by its own internal order, which a reader need not follow).
+
+    One known difference is set aside: perf 6.1 names some PLT entries of libc ``@plt``, with
+    an empty symbol, where we name the function the entry jumps to (``__tunable_get_val@plt``):
+    such a row is compared as ``@plt``, and the Symbol column's width (the title's padding
+    and its dots, which that longer name can widen) is not compared."""
     out: list[tuple[list[str], list[str]]] = []
     for line in text.splitlines():
         if line.startswith("# Event"):
             out.append(([], []))
-        if line:
-            (out[-1][0] if line.startswith("#") else out[-1][1]).append(line)
+        if not line:
+            continue
+        if line.startswith("#"):
+            out[-1][0].append(re.sub(r"\.{3,}$", "...", line.rstrip()))
+        else:
+            out[-1][1].append(re.sub(r"\[\.\] \S*@plt$", "[.] @plt", line))
     return [(head, sorted(rows)) for head, rows in out]
 
 
