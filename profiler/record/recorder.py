@@ -422,13 +422,12 @@ class Recorder:
         """--overwrite: start the target, sleep until a snapshot is due or the recording ends,
         a last snapshot at the end if asked (record/flight.py)."""
         tracepoints = [m.spec.name for m in specs if m.spec.type == PERF_TYPE_TRACEPOINT]
-        if tracepoints:
-            self._tracepoint_formats = metadata.tracepoint_formats(tracepoints)
+        self._tracepoint_formats = metadata.tracepoint_formats(tracepoints) if tracepoints else None
         self._print_notices()
         self.session.register_wakeup(stopper.read_fd)
+        if stopper.signal is not None and self.child is not None:
+            self.child.abandon()
         if stopper.signal is not None:
-            if self.child is not None:
-                self.child.abandon()
             return None
         if not self.command_is_target:
             self.session.enable()
@@ -437,9 +436,8 @@ class Recorder:
             self.child.release()
             stopper.attach(self.child)
         try:
-            assert self.flight is not None
-            fly(self.session, stopper, self.child, self.opts.duration, bool(self.threads), self.flight, self._snapshot,
-                lambda: self.sideband.add(self.session.take_side()))
+            fly(self.session, stopper, self.child, self.opts.duration, bool(self.threads), self.flight or SnapshotOn(),
+                self._snapshot, lambda: self.sideband.add(self.session.take_side()))
         except DiskFullError as exc:
             return exc.with_traceback(None)
         finally:
@@ -597,6 +595,8 @@ class Recorder:
                 self._finish(self.writer, started)
             except DiskFullError as exc:
                 error = exc.with_traceback(None)  # its frames hold views of the ring buffers
+                if self.rotation is not None:
+                    error = self.rotation.disk_full(error)
                 self.session.disable()
                 self.writer.abort()
                 if not self._released:

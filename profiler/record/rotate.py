@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 
-from profiler.errors import UsageError
+from profiler.errors import DiskFullError, UsageError
 from profiler.value import Frozen
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
@@ -123,6 +123,12 @@ class Rotation:
             while len(keep) > 1 and sum(_size(p) for p in keep) > self.max_size:
                 self._delete(keep.pop(0))
         self.files = keep
+
+    def disk_full(self, error: DiskFullError) -> DiskFullError:
+        """The disk filled up: the sentence also says that the files before this one are whole."""
+        if len(self.files) < 2:
+            return error
+        return DiskFullError(f"{str(error).rstrip('.')}, and the {len(self.files) - 1} files before it are whole.")
 
     def describe(self) -> str:
         """The files kept, for the closing line."""

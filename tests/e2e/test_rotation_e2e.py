@@ -153,7 +153,7 @@ done
     if res.returncode == 77:
         pytest.skip("cannot mount a tmpfs here")
     assert "status 3" in res.stdout, res.stdout + res.stderr  # the command's status
-    assert "no space" in res.stderr.lower() or "full" in res.stderr.lower(), res.stderr
+    assert "the disk is full" in res.stderr and "files before it are whole" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
     assert res.stdout.count("readable") >= 2 and "unreadable" not in res.stdout, res.stdout
 
