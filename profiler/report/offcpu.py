@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.arrays import ranges
+from profiler.arrays import dense_ids, ranges
 from profiler.errors import ReportError
 from profiler.format import records as R
 from profiler.format.decode.columns import CaptureData, SampleColumns
@@ -247,11 +247,13 @@ def add_state_roots(profile: Profile, codes: I64) -> Profile:
     frames = profile.resolver.frames
     ids = np.asarray([frames.intern(FrameInfo(label, STATE_DSO, STATE_DSO, "state")) for label in STATE_LABELS],
                      dtype=np.int64)
-    state_frame = ids[codes]
-    key = profile.stack * (len(frames) + 1) + state_frame
-    uniq, new_stack = np.unique(key, return_inverse=True)
-    old = uniq // (len(frames) + 1)
-    extra = uniq % (len(frames) + 1)
+    span = len(STATE_LABELS)
+    key = profile.stack.astype(np.int64) * span + codes  # the same order as (stack, state frame)
+    new_stack = dense_ids(key)  # O(n) with a presence table: stacks are few beside the rows
+    uniq = np.empty(int(new_stack.max()) + 1, dtype=np.int64)
+    uniq[new_stack] = key
+    old = uniq // span
+    extra = ids[uniq % span]
     t = profile.stack_table
     lens = np.diff(t.start)[old] + 1
     start = np.zeros(len(uniq) + 1, dtype=np.int64)
