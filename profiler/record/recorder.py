@@ -36,7 +36,7 @@ from profiler.record.groups import Member, configure, member_filters, members_of
 from profiler.record.options import DEFAULT_FREQ, OFFCPU_TRACEPOINT, RecordOptions
 from profiler.record.result import RecordResult
 from profiler.record.session import OpenedEvent, Session
-from profiler.record.rotate import Totals, process_tree, rotation_for, summed
+from profiler.record.rotate import Totals, carry_sideband, process_tree, rotation_for, summed
 from profiler.record.perf_event import drain_scheduling
 from profiler.record.stopper import Stopper, installed
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
@@ -219,7 +219,7 @@ class Recorder:
         self.writer: CaptureWriter | None = None
         self.flight = SnapshotOn.parse(opts.snapshot_on) if opts.overwrite else None
         self.sideband = SideBand()
-        self.session.overwrite = opts.overwrite
+        self.session.overwrite, self.session.stats.keep_sideband = opts.overwrite, opts.switch_output is not None
         self._version: tuple[int, int] = VERSION_PLAIN
         self._tracepoint_formats: Any = None
 
@@ -425,9 +425,8 @@ class Recorder:
         self._tracepoint_formats = metadata.tracepoint_formats(tracepoints) if tracepoints else None
         self._print_notices()
         self.session.register_wakeup(stopper.read_fd)
-        if stopper.signal is not None and self.child is not None:
-            self.child.abandon()
         if stopper.signal is not None:
+            self._stop_command()  # never released: it exits unstarted
             return None
         if not self.command_is_target:
             self.session.enable()
@@ -489,6 +488,7 @@ class Recorder:
         if self._tracepoint_formats is not None:
             writer.write_meta("tracepoint_formats", self._tracepoint_formats)
         self._synthesize(writer, text_address, modules_text, live=True)
+        carry_sideband(self.sideband, stats, self.session.stats, writer, self.session.compress)
         self.rotation.prune()
         return writer
 

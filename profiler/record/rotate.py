@@ -20,6 +20,12 @@ import time
 from profiler.errors import DiskFullError, UsageError
 from profiler.value import Frozen
 
+TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
+if TYPE_CHECKING:
+    from profiler.format.container.writer import CaptureWriter
+    from profiler.record.flight import SideBand
+    from profiler.record.session import StreamStats
+
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -210,3 +216,17 @@ def process_tree(root: int, proc: str = "/proc") -> list[int]:
                 tree.add(pid)
                 grew = True
     return sorted(tree)
+
+
+def carry_sideband(kept: SideBand, old: StreamStats, new: StreamStats, writer: CaptureWriter, compress: bool) -> None:
+    """Into a new rotated file, after the processes' state read from /proc: every side-band
+    record (MMAP, MMAP2, COMM, FORK, EXIT) of the recording so far, the newest 16 MiB (``kept``
+    takes the finished file's). A process whose /proc could not be read at the switch, or that
+    changed just then, is still named from its own records."""
+    chunks = kept.add(old.sideband)
+    new.keep_sideband = False  # scanned for their mapped files, not kept a second time
+    for cpu, data in chunks:
+        new.scan(cpu, data)
+    new.keep_sideband = True
+    if chunks:
+        writer.write_pass(chunks, compressed=compress)

@@ -73,6 +73,10 @@ def _kernel_mode(buf: bytes | memoryview, pos: int, size: int, n: int) -> Iterat
         i = flags.find(1, i + 1)
 
 
+_SIDEBAND = frozenset({R.PERF_RECORD_MMAP, R.PERF_RECORD_MMAP2, R.PERF_RECORD_COMM, R.PERF_RECORD_FORK,
+                       R.PERF_RECORD_EXIT})
+
+
 class StreamStats(Value):
     """What the header walk saw: per record type counts, lost samples per CPU, mapped files.
 
@@ -82,7 +86,7 @@ class StreamStats(Value):
 
     _fields = ("counts", "lost_per_cpu", "mapped", "kernel_build_ids", "raw_bytes", "wakeups", "kernel_floor",
                "span", "kernel_addresses")
-    __slots__ = (*_fields, "_kernel_words")
+    __slots__ = (*_fields, "_kernel_words", "keep_sideband", "sideband")
 
     def __init__(
         self,
@@ -109,11 +113,16 @@ class StreamStats(Value):
         self.span = span
         self.kernel_addresses: set[int] = set() if kernel_addresses is None else kernel_addresses
         self._kernel_words: list[bytes | memoryview] = []
+        # --switch-output: copies of the side-band records, carried into the next file (record/rotate.py)
+        self.keep_sideband = False
+        self.sideband: list[tuple[int, bytes]] = []
 
     def fresh(self) -> StreamStats:
         """Empty statistics for the next file of a --switch-output recording (the settings
         kept: which build-ids to trust, what counts as a kernel address)."""
-        return StreamStats(kernel_build_ids=self.kernel_build_ids, kernel_floor=self.kernel_floor, span=self.span)
+        out = StreamStats(kernel_build_ids=self.kernel_build_ids, kernel_floor=self.kernel_floor, span=self.span)
+        out.keep_sideband = self.keep_sideband
+        return out
 
     @property
     def samples(self) -> int:
@@ -132,6 +141,7 @@ class StreamStats(Value):
         counts = self.counts
         unpack = _HDR.unpack_from
         pos, end = 0, len(buf)
+        side: list[bytes] | None = [] if self.keep_sideband else None
         runs = True  # off for the rest of the buffer once a run turns out short
         while pos + 8 <= end:
             rtype, misc, size = unpack(buf, pos)
@@ -157,8 +167,12 @@ class StreamStats(Value):
                 self.lost_per_cpu[cpu] = self.lost_per_cpu.get(cpu, 0) + lost
             elif rtype == R.PERF_RECORD_MMAP2 and size >= _MMAP2_FILENAME:
                 self._mmap2(buf, pos, size, misc)
+            if side is not None and rtype in _SIDEBAND:
+                side.append(bytes(buf[pos:pos + size]))
             counts[rtype] = counts.get(rtype, 0) + 1
             pos += size
+        if side:
+            self.sideband.append((cpu, b"".join(side)))
         self.raw_bytes += end
         if self._kernel_words:  # one C-speed update per buffer, not one per sample
             self.kernel_addresses.update(memoryview(b"".join(self._kernel_words)).cast("Q"))

@@ -101,15 +101,15 @@ def test_bad_rotation_options_are_one_sentence(tmp_path: Path) -> None:
 
 
 def test_system_wide_rotation_bounded_and_sigkill_leaves_closed_files_whole(tmp_path: Path) -> None:
-    """A long -a -F 49 recording compressed in time: a switch every 0.5 s for 5 s within
-    --max-size; every file kept reports alone; then a recorder killed with SIGKILL: every file
+    """A long -a -F 49 recording compressed in time: a switch every 0.5 s for 5 s, the newest
+    4 files kept; every file kept reports alone; then a recorder killed with SIGKILL: every file
     it had closed is whole, and the one it was writing is readable."""
-    res = profiler("record", "-q", "-a", "-F", "49", "--switch-output", "500ms", "--max-size", "800K",
+    res = profiler("record", "-q", "-a", "-F", "49", "--switch-output", "500ms", "--switch-max-files", "4",
                    "-o", str(tmp_path / "a.prof"), "--", "sleep", "5")
     assert res.returncode == 0, res.stderr
     kept = sorted(tmp_path.glob("a.prof.*"))
     assert len(kept) >= 2
-    assert sum(p.stat().st_size for p in kept[:-1]) <= 800 * 1024 and len(kept) <= 5  # of about 10 written
+    assert len(kept) == 4  # of about 10 written (each file's size follows the machine's process count)
     for path in kept:
         info = profiler("info", "-i", str(path))
         assert "ended cleanly: yes" in info.stdout, info.stdout
