@@ -87,10 +87,11 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
         parts = [views.record_offsets(frame, warnings) for frame in chunk]
         offsets = np.concatenate(parts)
         cpus = np.repeat(np.asarray([f.cpu for f in chunk], dtype=np.int64), [len(p) for p in parts])
-        is_sample = views.w32[offsets >> 2] == R.PERF_RECORD_SAMPLE
+        types = views.w32[offsets >> 2].astype(np.int64)
+        is_sample = types == R.PERF_RECORD_SAMPLE
         n_samples += int(np.count_nonzero(is_sample))
         check_frame_cpus(reader, events, cpus[is_sample], warnings)
-        chunks.append((chunk, offsets, cpus))
+        chunks.append((chunk, offsets, cpus, types))
         _release(reader, chunk)
     # Pass 2: decode.
     builder = SampleBuilder(events, n_samples, callchains, cpu_limit=cpu_limit(reader))
@@ -99,8 +100,7 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
     switches: list[SwitchColumns] = []
     failed = 0
     next_seq = 0
-    for chunk, offsets, cpus in chunks:
-        types = views.w32[offsets >> 2].astype(np.int64)
+    for chunk, offsets, cpus, types in chunks:
         sizes = views.w16[(offsets >> 1) + 3].astype(np.int64)
         seq = np.arange(next_seq, next_seq + len(offsets), dtype=np.int64)
         next_seq += len(offsets)
@@ -109,7 +109,7 @@ def load_capture(reader: CaptureReader, callchains: bool = True) -> CaptureData:
         builder.add(views, offsets[is_sample], sizes[is_sample], seq[is_sample], cpus[is_sample])
         rest = ~is_sample
         if switch_layout is not None:
-            is_switch = np.isin(types, SWITCH_TYPES)
+            is_switch = (types == SWITCH_TYPES[0]) | (types == SWITCH_TYPES[1])
             if is_switch.any():
                 cols, damaged = decode_switches(views.w32, views.w64, switch_layout, events.bo == "<",
                                                 offsets[is_switch], sizes[is_switch], types[is_switch],

@@ -109,10 +109,12 @@ def test_close_intervals_takes_the_first_evidence_strictly_after() -> None:
 
 
 
-def test_both_ways_of_finding_the_next_evidence_agree() -> None:
+@pytest.mark.parametrize("threads", [6, 90_000])  # ranks sorted as u16, and as int64 past 65 536
+def test_both_ways_of_finding_the_next_evidence_agree(threads: int) -> None:
     rng = np.random.default_rng(24)
-    e_tid, e_time = rng.integers(-1, 6, 3000), rng.integers(0, 5000, 3000)
-    q_tid, q_time = rng.integers(-1, 7, 1000), rng.integers(0, 5000, 1000)
+    n = max(3000, 3 * threads)
+    e_tid, e_time = rng.integers(-1, threads, n), rng.integers(0, 5000, n)
+    q_tid, q_time = rng.integers(-1, threads + 1, 1000), rng.integers(0, 5000, 1000)
     packed = next_after(q_tid, q_time, e_tid, e_time)
     assert np.array_equal(packed, next_after(q_tid, q_time, e_tid, e_time, packed=False))
     for t, when, got in zip(q_tid.tolist(), q_time.tolist(), packed.tolist()):
