@@ -100,22 +100,29 @@ IN_INTERRUPT = 0x08 | 0x10 | 0x40
 INTERRUPT_WAKER = -2  # the waker of a wake-up made in interrupt context
 
 
-def wakers(capture: Capture, data: CaptureData, outs: SwitchOuts) -> I64:
+def wake_event(capture: Capture) -> str | None:
+    """The wake-up tracepoint the capture recorded (``sched_waking`` first), if any."""
+    return next((n for n in WAKE_TRACEPOINTS if n in capture.names), None)
+
+
+def wakers(capture: Capture, data: CaptureData, outs: SwitchOuts) -> tuple[I64, I64]:
     """Per interval, the thread whose wake-up ended it — the tid of the last ``sched_waking``
     (or ``sched_wakeup``) sample naming the thread between its switch-out and its switch-in —
     :data:`INTERRUPT_WAKER` when that wake-up ran in an interrupt, -1 without one (no wake-up
-    event recorded, a preempted thread, a wake-up by a thread that was not recorded)."""
+    event recorded, a preempted thread, a wake-up by a thread that was not recorded); and the
+    row of that wake-up's sample (an index into ``data.samples``; -1 without one)."""
     out = np.full(len(outs.rows), -1, dtype=np.int64)
-    names = [n for n in WAKE_TRACEPOINTS if n in capture.names]
-    if not names or not len(out):
-        return out
-    tfmt = trace_format(capture.reader, names[0])
+    sample = out.copy()
+    name = wake_event(capture)
+    if name is None or not len(out):
+        return out, sample
+    tfmt = trace_format(capture.reader, name)
     if tfmt is None or tfmt.get("pid") is None or tfmt.get("common_flags") is None:
-        return out
+        return out, sample
     s = data.samples
-    rows = np.flatnonzero(s.event == capture.names.index(names[0]))
+    rows = np.flatnonzero(s.event == capture.names.index(name))
     if not len(rows):
-        return out
+        return out, sample
     fields = read_fields(capture, s, rows, tfmt, ("pid", "common_flags"))
     at = s.time[rows].astype(np.int64)
     t0 = s.time[outs.rows].astype(np.int64)
@@ -125,7 +132,8 @@ def wakers(capture: Capture, data: CaptureData, outs: SwitchOuts) -> I64:
     hit = found[ok]
     out[ok] = np.where((fields["common_flags"][hit] & IN_INTERRUPT) != 0, INTERRUPT_WAKER,
                        s.tid[rows[hit]].astype(np.int64))
-    return out
+    sample[ok] = rows[hit]
+    return out, sample
 
 
 def read_fields(capture: Capture, s: SampleColumns, rows: I64, tfmt: TraceFormat,

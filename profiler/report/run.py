@@ -4,6 +4,7 @@ call-graph profile of each event, rendered as a table, JSON, CSV or folded stack
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TextIO
 
 from profiler.errors import ReportError
@@ -85,7 +86,8 @@ def _thread_states(opts: ReportOptions, out: TextIO, opened: Any, warn: Warn) ->
     from profiler.report.model import OFFCPU_EVENT, SWITCH_TRACEPOINT
     from profiler.report.pipeline import load_profile
     from profiler.report.render import threadstates as render
-    from profiler.report.threadstates import add_top_blocking, thread_times
+    from profiler.report.offcpu import wake_event
+    from profiler.report.threadstates import add_top_blocking, add_waker_stacks, thread_times
 
     if SWITCH_TRACEPOINT not in opened.names:
         raise ReportError(f"{opts.load.input} has no {SWITCH_TRACEPOINT} samples: record with "
@@ -99,6 +101,11 @@ def _thread_states(opts: ReportOptions, out: TextIO, opened: Any, warn: Warn) ->
         shown = set(profile.samples.tid.tolist())
         states = {t: st for t, st in states.items() if t in shown}
     add_top_blocking(states, profile)
+    wake = wake_event(opened)
+    if wake is not None and any(st.wake_rows for st in states.values()):
+        # every wake-up, whoever made it: --pid/--tid/--comm select the waiting threads
+        who = replace(opts.load.filters, comms=(), pids=(), tids=(), dsos=(), symbols=(), time=(), event=None)
+        add_waker_stacks(states, opened.data, load_profile(replace(opts.load, filters=who), opened, wake, whole=True))
     render.write(states.values(), out)
 
 

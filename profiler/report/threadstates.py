@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.report.intervals import BLOCKED, BLOCKED_IO, DEAD, RUNNABLE, close_intervals
-from profiler.report.offcpu import SwitchOuts, end_time, exits, switch_outs, wakers
+from profiler.report.offcpu import INTERRUPT_WAKER, SwitchOuts, end_time, exits, switch_outs, wakers
 
 if TYPE_CHECKING:
     from profiler.format.decode.columns import CaptureData
@@ -48,6 +48,11 @@ class ThreadState:
     # blocked ns by the thread whose wake-up ended the wait (tid, or offcpu.INTERRUPT_WAKER;
     # a capture with sched_waking samples only)
     woken_by: dict[int, int] = field(default_factory=dict)
+    # per waker, blocked ns by the wake-up sample that ended the wait (its row in the decoded
+    # samples), and the waker's stack most of that time was woken from (add_waker_stacks)
+    wake_rows: dict[int, dict[int, int]] = field(default_factory=dict)
+    waker_stack: dict[int, str] = field(default_factory=dict)
+    waker_comm: dict[int, str] = field(default_factory=dict)  # the waker's comm at that wake-up
 
     @property
     def total(self) -> int:
@@ -74,11 +79,33 @@ def thread_times(capture: Capture, data: CaptureData) -> dict[int, ThreadState]:
     _add(states, tid, outs.open & ~dead, length, "open_ns")
     _add(states, tid, ~dead, np.ones(len(tid), dtype=np.int64), "switches")
     _add(states, tid, np.ones(len(tid), dtype=bool), _running_slices(data, outs, tid, t_out, dead), "running")
-    woke = wakers(capture, data, outs)
+    woke, wake_row = wakers(capture, data, outs)
     for i in np.flatnonzero(blocked & (woke != -1)).tolist():
-        st, waker = states[int(tid[i])], int(woke[i])
-        st.woken_by[waker] = st.woken_by.get(waker, 0) + int(length[i])
+        st, waker, ns = states[int(tid[i])], int(woke[i]), int(length[i])
+        st.woken_by[waker] = st.woken_by.get(waker, 0) + ns
+        if waker != INTERRUPT_WAKER:
+            rows = st.wake_rows.setdefault(waker, {})
+            rows[int(wake_row[i])] = rows.get(int(wake_row[i]), 0) + ns
     return states
+
+
+def add_waker_stacks(states: dict[int, ThreadState], data: CaptureData, wakes: Profile) -> None:
+    """For each thread's wakers, the stack (one line, :func:`stack_text`) of the wake-ups that
+    ended most of its blocked time: ``wakes`` is the wake-up event's profile, a row per sample."""
+    at = {seq: i for i, seq in enumerate(wakes.samples.seq.tolist())}
+    seqs = data.samples.seq
+    for st in states.values():
+        for waker, rows in st.wake_rows.items():
+            by_stack: dict[int, int] = {}
+            for row, ns in rows.items():
+                i = at.get(int(seqs[row]))
+                if i is not None:
+                    k = int(wakes.stack[i])
+                    by_stack[k] = by_stack.get(k, 0) + ns
+                    st.waker_comm[waker] = wakes.comm_names[int(wakes.comm[i])]
+            if by_stack:
+                k = min(by_stack, key=lambda key: (-by_stack[key], key))
+                st.waker_stack[waker] = stack_text(wakes, k, skip=WAKE_MACHINERY, state_root=False)
 
 
 def _add(states: dict[int, ThreadState], tid: I64, mask: npt.NDArray[np.bool_], values: I64, name: str) -> None:
@@ -159,14 +186,21 @@ def add_top_blocking(states: dict[int, ThreadState], profile: Profile, n: int = 
 
 
 SCHEDULER = ("__schedule", "schedule", "schedule_timeout", "schedule_hrtimeout_range", "io_schedule")
+# the kernel's wake-up path, below the function that woke a thread (pipe_write, futex_wake, ...)
+WAKE_MACHINERY = ("try_to_wake_up", "wake_up_process", "wake_up_q", "default_wake_function",
+                  "autoremove_wake_function", "woken_wake_function", "__wake_up_common", "__wake_up_common_lock",
+                  "__wake_up", "__wake_up_sync_key", "__wake_up_locked_key", "swake_up_one", "swake_up_locked")
 
 
-def stack_text(profile: Profile, k: int, frames: int = STACK_FRAMES) -> str:
+def stack_text(profile: Profile, k: int, frames: int = STACK_FRAMES, skip: tuple[str, ...] = SCHEDULER,
+               state_root: bool = True) -> str:
     """A blocking stack in one line: its user frames leaf first, then the kernel function it
-    waited in (the first that is not the scheduler's): ``wait_pipe <- thread_main <- ... (in
-    anon_pipe_read)``; a kernel thread's kernel frames alone."""
-    infos = [profile.frame(int(f)) for f in profile.stack_frame_ids(k)[:-1]]  # without the state frame
-    kernel = [f.name() for f in infos if f.is_kernel and f.name() not in SCHEDULER]
+    waited in (the first that is not the scheduler's, ``skip``): ``wait_pipe <- thread_main <- ...
+    (in anon_pipe_read)``; a kernel thread's kernel frames alone. ``state_root``: the stack's
+    root is the offcpu event's state frame, left out."""
+    ids = profile.stack_frame_ids(k)
+    infos = [profile.frame(int(f)) for f in (ids[:-1] if state_root else ids)]
+    kernel = [f.name() for f in infos if f.is_kernel and f.name() not in skip]
     user = [f.name() for f in infos if not f.is_kernel]
     if not user:
         return " <- ".join(kernel[:frames]) if kernel else "[unknown]"

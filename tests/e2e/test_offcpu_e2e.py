@@ -239,6 +239,7 @@ def test_wake_ups_name_the_thread_that_ended_each_wait(
     res = run([*profiler_cmd, "report", "-i", str(capture), "--thread-states"])
     assert res.returncode == 0, res.stderr
     woken: dict[str, list[tuple[float, str]]] = {}
+    waker_stacks: dict[tuple[str, str], str] = {}
     current = ""
     for line in res.stdout.splitlines():
         head = re.match(r"^  (\S+) (\d+)$", line)
@@ -247,11 +248,21 @@ def test_wake_ups_name_the_thread_that_ended_each_wait(
         m = re.match(r"^\s+([\d.]+) ms  woken by (.*)$", line)
         if m and current:
             woken.setdefault(current, []).append((float(m.group(1)) * 1e6, m.group(2)))
-    # a thread's write and a mutex unlock wake the waiter; a timer wakes in an interrupt
-    for waiter, waker in (("wait_pipe", f"pipe_writer {tids['pipe_writer']}"),
-                          ("wait_lock", f"lock_holder {tids['lock_holder']}")):
+        m = re.match(r"^\s+from (.*)$", line)
+        if m and current:
+            waker_stacks[(current, woken[current][-1][1])] = m.group(1)
+    # a thread's write and a mutex unlock wake the waiter, from the kernel function that woke it
+    # (pipe_write: anon_pipe_write in kernels since 6.15); a timer wakes in an interrupt
+    for waiter, waker, woke_in in (("wait_pipe", f"pipe_writer {tids['pipe_writer']}", r"\(in (anon_)?pipe_write\)$"),
+                                   ("wait_lock", f"lock_holder {tids['lock_holder']}", r"\(in futex_wake\)$")):
         ns, who = woken[waiter][0]
         assert who == waker and close(ns, truth[(waiter, "blocked_ns")]), (waiter, woken[waiter])
+        assert re.search(woke_in, waker_stacks[(waiter, waker)]), waker_stacks
+    assert not any(who.startswith("an interrupt") for _, who in waker_stacks), "an interrupt has no waker stack"
+    # --tid selects the waiting thread; its waker's stack is still shown
+    res = run([*profiler_cmd, "report", "-i", str(capture), "--thread-states", "--tid", str(tids["wait_pipe"])])
+    assert res.returncode == 0 and f"woken by pipe_writer {tids['pipe_writer']}" in res.stdout, res.stdout
+    assert re.search(r"^\s+from .*pipe_write\)$", res.stdout, re.M), res.stdout
     # the timer's wake-up is sampled only if it interrupted a recorded thread (docs/offcpu.md);
     # when it is, no thread is credited with it
     for sleeper in ("pipe_writer", "lock_holder", "wait_timer", "hopper"):

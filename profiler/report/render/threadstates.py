@@ -42,8 +42,10 @@ def write(states: Iterable[ThreadState], stream: TextIO) -> None:
             stream.write(f"    {_ms(ns):>12} ms  {text}\n")
         for waker, ns in sorted(st.woken_by.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_WAKERS]:
             who = "an interrupt (a timer or a device)" if waker == INTERRUPT_WAKER else \
-                f"{names.get(waker) or 'tid'} {waker}"
+                f"{names.get(waker) or st.waker_comm.get(waker) or 'tid'} {waker}"
             stream.write(f"    {_ms(ns):>12} ms  woken by {who}\n")
+            if waker in st.waker_stack:
+                stream.write(f"    {'':>12}     from {st.waker_stack[waker]}\n")
 
 
 def _ms(ns: int) -> str:
