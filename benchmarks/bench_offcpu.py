@@ -2,11 +2,15 @@
 switch-heavy workload, measured in the same run (issue 24; docs/offcpu.md).
 
 The workload is fixtures/offcpu/pingpong: two threads passing a byte through a pair of pipes,
-a context switch per message; it reports its own elapsed time. Runs alternate unprofiled /
-ours / perf's (and, with ``--variants``, ours without the cpu-clock event or without -g), and
-medians are compared:
+a context switch per message; it reports its own elapsed and CPU time. Runs alternate unprofiled /
+ours / perf's (the issue's ``-e sched:sched_switch -g``, and the same events as our default:
+``-e cpu-clock,sched:sched_switch -g --switch-events``; with ``--variants``, ours without the
+cpu-clock event, with wake-ups, or without -g), and medians are compared:
 
 * target slowdown: the workload's elapsed time profiled / unprofiled, ours against perf's;
+* CPU added: the workload's CPU time profiled minus unprofiled. The kernel charges what the
+  events cost at each context switch to the switching threads, so this is steadier than elapsed
+  time on a busy machine (where a pipe ping-pong's elapsed time varies 5x with placement);
 * lost records or samples at default buffers (ours must be 0);
 * the capture: samples, bytes, and ``report --wall`` / ``report --thread-states`` time on it.
 
@@ -32,10 +36,11 @@ from profiler.format.container.reader import CaptureReader  # noqa: E402
 PROFILER = [sys.executable, "-m", "profiler"]
 
 
-def elapsed(stdout: str) -> float:
-    m = re.search(r"elapsed_ns (\d+)", stdout)
+def elapsed(stdout: str) -> tuple[float, float]:
+    """The workload's elapsed time and its CPU time (both threads), in seconds."""
+    m = re.search(r"elapsed_ns (\d+) cpu_ns (\d+)", stdout)
     assert m, stdout
-    return int(m.group(1)) / 1e9
+    return int(m.group(1)) / 1e9, int(m.group(2)) / 1e9
 
 
 def our_stats(path: Path) -> tuple[int, int]:
@@ -51,30 +56,40 @@ def timed(argv: list[str]) -> float:
     return time.perf_counter() - start
 
 
+PERF_GOAL = "perf -e sched:sched_switch -g"  # the issue's reference
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--rounds", default="100000")
     parser.add_argument("--variants", action="store_true",
                         help="also ours with -e sched:sched_switch only, and without -g")
     args = parser.parse_args()
     perf = perf_binary()
     workload = [str(fixtures_dir() / "offcpu" / "pingpong"), args.rounds]
-    configs: dict[str, list[str]] = {"ours --off-cpu -g": ["--off-cpu", "-g"]}
+    ours: dict[str, list[str]] = {"ours --off-cpu -g": ["--off-cpu", "-g"]}
     if args.variants:
-        configs["ours --off-cpu -g -e sched:sched_switch"] = ["--off-cpu", "-g", "-e", "sched:sched_switch"]
-        configs["ours --off-cpu"] = ["--off-cpu"]
-    times: dict[str, list[float]] = {"unprofiled": [], **{k: [] for k in configs}, "perf -e sched:sched_switch -g": []}
-    lost: dict[str, list[int]] = {k: [] for k in times}
-    samples: dict[str, list[int]] = {k: [] for k in times}
-    sizes: dict[str, list[int]] = {k: [] for k in times}
+        ours["ours --off-cpu -g -e sched:sched_switch"] = ["--off-cpu", "-g", "-e", "sched:sched_switch"]
+        ours["ours --off-cpu -g -e sched:sched_switch,sched:sched_waking"] = [
+            "--off-cpu", "-g", "-e", "sched:sched_switch,sched:sched_waking"]
+        ours["ours --off-cpu"] = ["--off-cpu"]
+    # perf's with the issue's events, and with the same events as our default (on-CPU samples
+    # and switch records too)
+    theirs: dict[str, list[str]] = {PERF_GOAL: ["-e", "sched:sched_switch", "-g"],
+                                    "perf -e cpu-clock,sched:sched_switch -g --switch-events":
+                                        ["-e", "cpu-clock,sched:sched_switch", "-g", "--switch-events"]} if perf else {}
+    names = ["unprofiled", *ours, *theirs]
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
+    lost: dict[str, list[int]] = {k: [] for k in names}
+    samples: dict[str, list[int]] = {k: [] for k in names}
+    sizes: dict[str, list[int]] = {k: [] for k in names}
     report_times: dict[str, list[float]] = {"report --wall": [], "report --thread-states": []}
     with tempfile.TemporaryDirectory(prefix="bench-offcpu-") as tmpdir:
         tmp = Path(tmpdir)
         for i in range(args.runs):
-            base = run_tree(workload)
-            times["unprofiled"].append(elapsed(base.stdout))
-            for name, opts in configs.items():
+            times["unprofiled"].append(elapsed(run_tree(workload).stdout))
+            for name, opts in ours.items():
                 out = tmp / f"ours{i}.prof"
                 res = run_tree([*PROFILER, "record", "-q", "-o", str(out), *opts, "--", *workload])
                 assert res.returncode == 0, res.stderr
@@ -88,33 +103,38 @@ def main() -> int:
                         timed([*PROFILER, "report", "-i", str(out), "--wall", "--no-children", "-g", "none"]))
                     report_times["report --thread-states"].append(
                         timed([*PROFILER, "report", "-i", str(out), "--thread-states"]))
-            if perf:
-                name = "perf -e sched:sched_switch -g"
+            for name, opts in theirs.items():
                 data = tmp / f"perf{i}.data"
-                res = run_tree([perf, "record", "-q", "-o", str(data), "-e", "sched:sched_switch", "-g", "--",
-                                *workload])
+                res = run_tree([perf, "record", "-q", "-o", str(data), *opts, "--", *workload])
                 assert res.returncode == 0, res.stderr
                 times[name].append(elapsed(res.stdout))
                 samples[name].append(perf_stats(perf, data)["samples"])
                 lost[name].append(perf_lost_samples(perf, data))
                 sizes[name].append(data.stat().st_size)
-    base_t = median(times["unprofiled"])
+    base_t = median([t for t, _ in times["unprofiled"]])
+    base_c = median([c for _, c in times["unprofiled"]])
     print(f"workload: pingpong {args.rounds} (a context switch per message), {args.runs} alternating runs")
-    print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min); perf: {perf or 'not installed'}\n")
-    print(f"{'':<42}{'elapsed s':>10}{'slowdown':>10}{'samples':>10}{'lost':>7}{'MB':>8}")
-    for name, values in times.items():
-        if not values:
-            continue
-        t = median(values)
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min); perf: {perf or 'not installed'}")
+    print("slowdown: median elapsed time / unprofiled; CPU added: the workload's CPU time (both threads,\n"
+          "user + kernel, where the events' work at each switch is charged) over unprofiled, median\n")
+    print(f"{'':<60}{'elapsed s':>10}{'slowdown':>10}{'CPU s':>8}{'added':>8}{'samples':>10}{'lost':>7}{'MB':>8}")
+    for name in names:
+        values = times[name]
+        t, c = median([v[0] for v in values]), median([v[1] for v in values])
         cols = (f"{median(samples[name]):>10.0f}{max(lost[name]):>7}{median(sizes[name]) / 1e6:>8.1f}"
                 if samples[name] else "")
-        print(f"{name:<42}{t:>10.3f}{t / base_t:>9.2f}x{cols}")
-    perf_t = times["perf -e sched:sched_switch -g"]
-    if perf_t:
-        ours = median(times["ours --off-cpu -g"]) / base_t
-        theirs = median(perf_t) / base_t
-        verdict = "ok" if ours <= theirs else "SLOWER THAN PERF"
-        print(f"\nslowdown ours / perf's: {ours / theirs:.2f} ({verdict}: the goal is at most 1)")
+        print(f"{name:<60}{t:>10.3f}{t / base_t:>9.2f}x{c:>8.3f}{c - base_c:>8.3f}{cols}")
+    if theirs:
+        def added(name: str) -> float:
+            return median([c for _, c in times[name]]) - base_c
+
+        ours_t = median([t for t, _ in times["ours --off-cpu -g"]]) / base_t
+        perf_t = median([t for t, _ in times[PERF_GOAL]]) / base_t
+        verdict = "ok" if ours_t <= perf_t else "SLOWER THAN PERF"
+        print(f"\nslowdown ours / perf's ({PERF_GOAL}): {ours_t / perf_t:.2f} ({verdict}: the goal is at most 1)")
+        for name in theirs:
+            print(f"CPU added per switch-heavy run, ours --off-cpu -g / {name}: "
+                  f"{added('ours --off-cpu -g') / added(name):.2f}")
     for name, values in report_times.items():
         print(f"{name} on the capture: median {median(values):.2f} s")
     return 0
