@@ -1,5 +1,5 @@
-/* Compiled kernels for the report's hot loop (issue 28): the optional C extension
- * profiler.native.compiled. profiler/report/tally_native.py is its Python side; the numpy
+/* Compiled kernels for the report's hot loops and the recorder's drain (issue 28): the
+ * optional C extension profiler.native.compiled (walk_records, at the end, is the recorder's). profiler/report/tally_native.py is its Python side; the numpy
  * code of profiler/report/tally.py is the reference it must match (tests/unit/report/
  * test_tally_native.py compares them) and the fallback when this module is absent.
  *
@@ -925,6 +925,218 @@ static PyObject *unwind_step(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ---- The recorder's drain: a walk over the record headers of a ring buffer's bytes ---- */
+
+#define PERF_RECORD_LOST 2
+#define PERF_RECORD_LOST_SAMPLES 13
+#define PERF_RECORD_MISC_CPUMODE_MASK 7
+#define PERF_RECORD_MISC_KERNEL 1
+#define PERF_CONTEXT_MAX ((uint64_t)-4095)
+
+typedef struct {
+    uint64_t *slot; /* 0: empty (no kernel address is 0: they are at or above the floor) */
+    size_t mask, used;
+    uint64_t *list; /* the distinct words, in the order first seen */
+    size_t n;
+} WordSet;
+
+static int wordset_add(WordSet *s, uint64_t w) {
+    if (2 * (s->used + 1) > s->mask + 1) { /* keep the table at most half full */
+        size_t cap = (s->mask + 1) * 2;
+        uint64_t *slot = calloc(cap, 8), *list = realloc(s->list, cap / 2 * 8);
+        if (!slot || !list) {
+            free(slot);
+            if (list)
+                s->list = list;
+            return -1;
+        }
+        s->list = list;
+        for (size_t i = 0; i <= s->mask; i++) {
+            uint64_t v = s->slot[i];
+            if (!v)
+                continue;
+            size_t j = (size_t)((v * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+            while (slot[j])
+                j = (j + 1) & (cap - 1);
+            slot[j] = v;
+        }
+        free(s->slot);
+        s->slot = slot;
+        s->mask = cap - 1;
+    }
+    size_t j = (size_t)((w * 0x9E3779B97F4A7C15ull) >> 20) & s->mask;
+    while (s->slot[j]) {
+        if (s->slot[j] == w)
+            return 0;
+        j = (j + 1) & s->mask;
+    }
+    s->slot[j] = w;
+    s->used++;
+    s->list[s->n++] = w;
+    return 0;
+}
+
+static inline uint64_t load64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static int add_kernel_words(WordSet *set, const uint8_t *p, int64_t nwords, uint64_t floor) {
+    for (int64_t i = 0; i < nwords; i++) {
+        uint64_t v = load64(p + 8 * i);
+        if (v >= floor && v < PERF_CONTEXT_MAX && wordset_add(set, v) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* walk_records(buf, kernel_floor, ip_offset, chain_offset, all_words, keep_mask)
+ *   -> (stop, counts, lost, kept, kernel_words)
+ * profiler/record/session.py StreamStats.scan in C (the Python walk is the reference and the
+ * fallback): the whole records of ``buf`` (native byte order) walked until a header that does
+ * not fit; ``counts`` {type: records}; ``lost``: the LOST and LOST_SAMPLES records' counts;
+ * ``kept``: (type, misc, offset, size) of every record whose type's bit is set in
+ * ``keep_mask`` (types below 64), for the caller to read; ``kernel_words``: with a floor, the
+ * distinct words in [floor, PERF_CONTEXT_MAX) of the kernel-mode samples' ip and callchain
+ * (at ``ip_offset`` / ``chain_offset`` in the record, -1: absent), or of their every word when
+ * ``all_words``, as native u64 bytes. */
+static PyObject *walk_records(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ob;
+    unsigned long long floor, keep_mask;
+    long long ip_off, chain_off;
+    int all_words;
+    if (!PyArg_ParseTuple(args, "OKLLpK", &ob, &floor, &ip_off, &chain_off, &all_words, &keep_mask))
+        return NULL;
+    Buf b;
+    memset(&b, 0, sizeof(b));
+    if (get_buf(ob, &b, 1, "buffer") < 0) {
+        release(&b, 1);
+        return NULL;
+    }
+    const uint8_t *buf = (const uint8_t *)b.b.buf;
+    int64_t end = b.b.len, pos = 0;
+    int64_t counts[256];
+    memset(counts, 0, sizeof(counts));
+    int64_t *kept = NULL;
+    size_t nkept = 0, capkept = 0, nodd = 0, capodd = 0;
+    uint32_t *odd = NULL;
+    unsigned long long lost = 0;
+    int oom = 0;
+    WordSet set = {calloc(1024, 8), 1023, 0, malloc(512 * 8), 0};
+    if (!set.slot || !set.list)
+        oom = 1;
+    Py_BEGIN_ALLOW_THREADS
+    while (!oom && pos + 8 <= end) {
+        uint32_t type;
+        uint16_t misc, size;
+        memcpy(&type, buf + pos, 4);
+        memcpy(&misc, buf + pos + 4, 2);
+        memcpy(&size, buf + pos + 6, 2);
+        if (size < 8 || pos + size > end)
+            break;
+        const uint8_t *rec = buf + pos;
+        if (type == PERF_RECORD_SAMPLE && floor && (misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL) {
+            if (all_words) {
+                oom = add_kernel_words(&set, rec + 8, (size - 8) / 8, floor) < 0;
+            } else {
+                if (ip_off >= 0 && ip_off <= size - 8)
+                    oom = add_kernel_words(&set, rec + ip_off, 1, floor) < 0;
+                if (!oom && chain_off >= 0 && chain_off <= size - 8) {
+                    uint64_t nr = load64(rec + chain_off);
+                    uint64_t room = (uint64_t)(size - chain_off - 8) / 8;
+                    oom = add_kernel_words(&set, rec + chain_off + 8, (int64_t)(nr < room ? nr : room), floor) < 0;
+                }
+            }
+        } else if (type == PERF_RECORD_LOST && size >= 24) {
+            lost += load64(rec + 16);
+        } else if (type == PERF_RECORD_LOST_SAMPLES && size >= 16) {
+            lost += load64(rec + 8);
+        }
+        if (type < 64 && (keep_mask >> type) & 1) {
+            if (nkept == capkept) {
+                capkept = capkept ? 2 * capkept : 64;
+                int64_t *grown = realloc(kept, capkept * 4 * 8);
+                if (!grown) {
+                    oom = 1;
+                    break;
+                }
+                kept = grown;
+            }
+            int64_t *k = kept + 4 * nkept++;
+            k[0] = type, k[1] = misc, k[2] = pos, k[3] = size;
+        }
+        if (type < 256) {
+            counts[type]++;
+        } else { /* no kernel writes one: kept one by one, counted below */
+            if (nodd == capodd) {
+                capodd = capodd ? 2 * capodd : 16;
+                uint32_t *grown = realloc(odd, capodd * 4);
+                if (!grown) {
+                    oom = 1;
+                    break;
+                }
+                odd = grown;
+            }
+            odd[nodd++] = type;
+        }
+        pos += size;
+    }
+    Py_END_ALLOW_THREADS
+    release(&b, 1);
+    PyObject *out = NULL, *cd = NULL, *kl = NULL, *words = NULL;
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (!(cd = PyDict_New()) || !(kl = PyList_New((Py_ssize_t)nkept)))
+        goto done;
+    for (int t = 0; t < 256; t++) {
+        if (!counts[t])
+            continue;
+        PyObject *key = PyLong_FromLong(t), *val = PyLong_FromLongLong(counts[t]);
+        int err = !key || !val || PyDict_SetItem(cd, key, val) < 0;
+        Py_XDECREF(key);
+        Py_XDECREF(val);
+        if (err)
+            goto done;
+    }
+    for (size_t i = 0; i < nodd; i++) {
+        PyObject *key = PyLong_FromUnsignedLong(odd[i]), *had = NULL, *val = NULL;
+        int err = !key;
+        if (!err) {
+            had = PyDict_GetItemWithError(cd, key);
+            err = !had && PyErr_Occurred();
+        }
+        if (!err)
+            err = !(val = PyLong_FromLongLong(had ? PyLong_AsLongLong(had) + 1 : 1)) || PyDict_SetItem(cd, key, val) < 0;
+        Py_XDECREF(key);
+        Py_XDECREF(val);
+        if (err)
+            goto done;
+    }
+    for (size_t i = 0; i < nkept; i++) {
+        PyObject *t = Py_BuildValue("(LLLL)", (long long)kept[4 * i], (long long)kept[4 * i + 1],
+                                    (long long)kept[4 * i + 2], (long long)kept[4 * i + 3]);
+        if (!t)
+            goto done;
+        PyList_SET_ITEM(kl, (Py_ssize_t)i, t);
+    }
+    if (!(words = PyBytes_FromStringAndSize((const char *)set.list, (Py_ssize_t)(set.n * 8))))
+        goto done;
+    out = Py_BuildValue("(LOKOO)", (long long)pos, cd, lost, kl, words);
+done:
+    Py_XDECREF(cd);
+    Py_XDECREF(kl);
+    Py_XDECREF(words);
+    free(kept);
+    free(odd);
+    free(set.slot);
+    free(set.list);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"unwind_step", unwind_step, METH_VARARGS,
      "unwind_step(buf, offset, size, sp0, pc, regs, valid, after_signal, row, kind, ok, cfa_kind, cfa_reg, "
@@ -938,6 +1150,9 @@ static PyMethodDef methods[] = {
      "time_ranges, other_time, other_seq, gen_log, comm_log, seq0, id_word, default_event, callchains, "
      "cpu_limit, keep_cpu) -> (rows, chain_start, chain_words, recorded, present, damaged, any_sample, "
      "first_time, cpu_known, period_total_high, period_total_low) or None: see profiler/report/tally_native.py"},
+    {"walk_records", walk_records, METH_VARARGS,
+     "walk_records(buf, kernel_floor, ip_offset, chain_offset, all_words, keep_mask) -> (stop, counts, lost, "
+     "kept, kernel_words): see profiler/record/session.py"},
     {NULL, NULL, 0, NULL},
 };
 

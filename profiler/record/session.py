@@ -15,6 +15,7 @@ build-id table.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import select
@@ -77,6 +78,19 @@ _SIDEBAND = frozenset({R.PERF_RECORD_MMAP, R.PERF_RECORD_MMAP2, R.PERF_RECORD_CO
                        R.PERF_RECORD_EXIT})
 
 
+_KEEP_MMAP2 = 1 << R.PERF_RECORD_MMAP2
+_KEEP_SIDEBAND = sum(1 << t for t in _SIDEBAND)
+
+
+@functools.cache
+def _walk_records() -> Callable[..., tuple[int, dict[int, int], int, list[tuple[int, int, int, int]], bytes]] | None:
+    """The compiled record walk, or None (not built, or PROFILER_NO_NATIVE=1)."""
+    from profiler.native import kernels
+
+    module = kernels()
+    return None if module is None else getattr(module, "walk_records", None)
+
+
 class StreamStats(Value):
     """What the header walk saw: per record type counts, lost samples per CPU, mapped files.
 
@@ -133,7 +147,35 @@ class StreamStats(Value):
         return sum(self.lost_per_cpu.values())
 
     def scan(self, cpu: int, buf: bytes | memoryview) -> None:
-        """Walk the record headers of whole kernel records in ``buf``.
+        """Walk the record headers of whole kernel records in ``buf``: in C when the compiled
+        kernels are there (``walk_records``: a busy ``--off-cpu`` recording has a sample and two
+        switch records per context switch, 5 us each in Python), else :meth:`scan_python`."""
+        walk = _walk_records()
+        if walk is None:
+            self.scan_python(cpu, buf)
+            return
+        span = self.span
+        keep = _KEEP_SIDEBAND if self.keep_sideband else _KEEP_MMAP2
+        _, counts, lost, kept, words = walk(buf, self.kernel_floor or 0, span.ip if span else -1,
+                                            span.callchain if span else -1, span is None, keep)
+        for rtype, n in counts.items():
+            self.counts[rtype] = self.counts.get(rtype, 0) + n
+        if lost:
+            self.lost_per_cpu[cpu] = self.lost_per_cpu.get(cpu, 0) + lost
+        side: list[bytes] = []
+        for rtype, misc, pos, size in kept:
+            if rtype == R.PERF_RECORD_MMAP2 and size >= _MMAP2_FILENAME:
+                self._mmap2(buf, pos, size, misc)
+            if self.keep_sideband:
+                side.append(bytes(buf[pos:pos + size]))
+        if side:
+            self.sideband.append((cpu, b"".join(side)))
+        self.raw_bytes += len(buf)
+        if words:
+            self.kernel_addresses.update(memoryview(words).cast("Q"))
+
+    def scan_python(self, cpu: int, buf: bytes | memoryview) -> None:
+        """:meth:`scan` in Python: the reference the C walk is tested against.
 
         Runs of SAMPLE records of one size (every sample without a callchain, and most of a
         busy buffer) are counted with a few byte-column comparisons over their headers instead of a
@@ -159,10 +201,10 @@ class StreamStats(Value):
                     continue
                 if misc & R.PERF_RECORD_MISC_CPUMODE_MASK == R.PERF_RECORD_MISC_KERNEL and self.kernel_floor:
                     self._kernel(buf, pos, size)
-            elif rtype == R.PERF_RECORD_LOST:
+            elif rtype == R.PERF_RECORD_LOST and size >= 24:  # { header; u64 id, lost; }
                 lost = _U64.unpack_from(buf, pos + 16)[0]
                 self.lost_per_cpu[cpu] = self.lost_per_cpu.get(cpu, 0) + lost
-            elif rtype == R.PERF_RECORD_LOST_SAMPLES:
+            elif rtype == R.PERF_RECORD_LOST_SAMPLES and size >= 16:  # { header; u64 lost; }
                 lost = _U64.unpack_from(buf, pos + 8)[0]
                 self.lost_per_cpu[cpu] = self.lost_per_cpu.get(cpu, 0) + lost
             elif rtype == R.PERF_RECORD_MMAP2 and size >= _MMAP2_FILENAME:
