@@ -63,11 +63,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--rounds", default="100000")
+    parser.add_argument("--spread", action="store_true",
+                        help="let the two threads run on any CPU (default: both on CPU 0, by taskset: "
+                             "every message is then a direct switch between them, and the time a "
+                             "sleeping CPU takes to wake, which varies 5x in a VM, is out of the measure)")
     parser.add_argument("--variants", action="store_true",
                         help="also ours with -e sched:sched_switch only, and without -g")
     args = parser.parse_args()
     perf = perf_binary()
     workload = [str(fixtures_dir() / "offcpu" / "pingpong"), args.rounds]
+    if not args.spread:
+        workload = ["taskset", "-c", "0", *workload]
     ours: dict[str, list[str]] = {"ours --off-cpu -g": ["--off-cpu", "-g"]}
     if args.variants:
         ours["ours --off-cpu -g -e sched:sched_switch"] = ["--off-cpu", "-g", "-e", "sched:sched_switch"]
@@ -113,7 +119,8 @@ def main() -> int:
                 sizes[name].append(data.stat().st_size)
     base_t = median([t for t, _ in times["unprofiled"]])
     base_c = median([c for _, c in times["unprofiled"]])
-    print(f"workload: pingpong {args.rounds} (a context switch per message), {args.runs} alternating runs")
+    print(f"workload: pingpong {args.rounds} (a context switch per message), {args.runs} alternating runs, "
+          f"{'threads on any CPU' if args.spread else 'both threads on CPU 0'}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min); perf: {perf or 'not installed'}")
     print("slowdown: median elapsed time / unprofiled; CPU added: the workload's CPU time (both threads,\n"
           "user + kernel, where the events' work at each switch is charged) over unprofiled, median\n")
