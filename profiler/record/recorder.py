@@ -212,9 +212,9 @@ class Recorder:
         self._done = Totals()  # the files --switch-output already finished
         self.push: Any = None
         if opts.push or opts.archive_files:
-            from profiler.record.pushqueue import PushQueue  # subprocess and re: only for --push
+            from profiler.record.filequeue import FileQueue  # subprocess and re: only for --push
 
-            self.push = PushQueue(opts.output, list(opts.push), archive=opts.archive_files)
+            self.push = FileQueue(opts.output, list(opts.push), archive=opts.archive_files)
         self._file_started = 0.0  # when the current file was started (monotonic)
         self.writer: CaptureWriter | None = None
         self.flight = SnapshotOn.parse(opts.snapshot_on) if opts.overwrite else None

@@ -178,11 +178,11 @@ class Totals:
         self.bytes_written = 0
         self.lost_per_cpu: dict[int, int] = {}
 
-    def add(self, stats: object, bytes_written: int) -> None:
-        self.samples += getattr(stats, "samples")  # noqa: B009  (a StreamStats: no import here)
-        self.lost += getattr(stats, "lost")  # noqa: B009
+    def add(self, stats: StreamStats, bytes_written: int) -> None:
+        self.samples += stats.samples
+        self.lost += stats.lost
         self.bytes_written += bytes_written
-        self.lost_per_cpu = summed(self.lost_per_cpu, getattr(stats, "lost_per_cpu"))  # noqa: B009
+        self.lost_per_cpu = summed(self.lost_per_cpu, stats.lost_per_cpu)
 
 
 def summed(a: dict[int, int], b: dict[int, int]) -> dict[int, int]:

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from typing import TextIO
 
 
-class PushQueue:
-    """The files to send, the push running now, and when to try again."""
+class FileQueue:
+    """The finished files to archive (--archive) and to push (--push), in order: the child
+    process working on one now, and when to try again."""
 
     def __init__(self, output: str, push_args: list[str], archive: bool = False) -> None:
         self.path = f"{output}.push-queue"
