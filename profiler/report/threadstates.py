@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from profiler.arrays import distinct
 from profiler.report.intervals import BLOCKED, BLOCKED_IO, DEAD, RUNNABLE, close_intervals
 from profiler.report.offcpu import INTERRUPT_WAKER, SwitchOuts, end_time, exits, switch_outs, wakers
 
@@ -161,28 +162,40 @@ def _first_at_or_before(q_tid: I64, q_time: I64, e_tid: I64, e_time: I64) -> I64
 
 def add_top_blocking(states: dict[int, ThreadState], profile: Profile, n: int = TOP_STACKS) -> None:
     """Each thread's ``n`` stacks with the most blocked time, and its comm, from the ``offcpu``
-    event's profile (its rows: one per interval, the state frame at the root)."""
-    if not len(profile.samples):
+    event's profile (its rows: one per interval, the state frame at the root). The rows are
+    summed per (thread, stack) with whole-array steps; only the distinct stacks are looked at."""
+    rows = len(profile.samples)
+    if not rows:
         return
-    per: dict[tuple[int, int], int] = {}
-    comms: dict[int, str] = {}
-    tids = profile.samples.tid.tolist()
-    for i, (t, k, ns) in enumerate(zip(tids, profile.stack.tolist(), profile.samples.period.tolist())):
-        comms[t] = profile.comm_names[int(profile.comm[i])]
-        root = profile.frame(int(profile.stack_frame_ids(k)[-1])).name()
-        if root.startswith("[blocked"):
-            per[(t, k)] = per.get((t, k), 0) + int(ns)
+    tid = profile.samples.tid.astype(np.int64)
+    stack = profile.stack.astype(np.int64)
+    # each thread's comm: that of its last row
+    order = np.lexsort((np.arange(rows), tid))
+    last = order[np.r_[tid[order][1:] != tid[order][:-1], True]]
+    for i in last.tolist():
+        st = states.get(int(tid[i]))
+        if st is not None:
+            st.comm = profile.comm_names[int(profile.comm[i])]
+    kinds = distinct(stack)
+    blocked_kinds = [k for k in kinds.tolist()
+                     if profile.frame(int(profile.stack_frame_ids(k)[-1])).name().startswith("[blocked")]
+    keep = np.isin(stack, np.asarray(blocked_kinds, dtype=np.int64))
+    if not keep.any():
+        return
+    t, k, ns = tid[keep], stack[keep], profile.samples.period[keep].astype(np.int64)
+    order = np.lexsort((k, t))
+    t, k, ns = t[order], k[order], ns[order]
+    first = np.flatnonzero(np.r_[True, (t[1:] != t[:-1]) | (k[1:] != k[:-1])])
+    sums = np.add.reduceat(ns, first)
+    pairs = sorted(zip((-sums).tolist(), t[first].tolist(), k[first].tolist()))  # most time first, then tid, stack
     texts: dict[int, str] = {}
-    for (t, k), ns in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])):
-        st = states.get(t)
+    for neg, thread, key in pairs:
+        st = states.get(thread)
         if st is None or len(st.top_blocking) >= n:
             continue
-        if k not in texts:
-            texts[k] = stack_text(profile, k)
-        st.top_blocking.append((texts[k], ns))
-    for t, comm in comms.items():
-        if t in states:
-            states[t].comm = comm
+        if key not in texts:
+            texts[key] = stack_text(profile, key)
+        st.top_blocking.append((texts[key], -neg))
 
 
 SCHEDULER = ("__schedule", "schedule", "schedule_timeout", "schedule_hrtimeout_range", "io_schedule")
