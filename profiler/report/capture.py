@@ -9,6 +9,7 @@ recorded build-ids. Commands open a capture once and hand it to :mod:`profiler.r
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from profiler.errors import FormatError, ReportError
 from profiler.format import perf_data_opener  # noqa: F401  registers: perf.data opens as a capture
@@ -38,6 +39,9 @@ class Capture:
         self._data: CaptureData | None = None
         self._tallies: dict[tuple[bool, bool], Tally | None] = {}
         self._metadata: Metadata | None = None
+        # what one analysis derives from the decoded data and another reuses, by name (e.g. the
+        # off-CPU intervals: profiler.report.offcpu.switch_outs)
+        self.memo: dict[str, Any] = {}
 
     @property
     def names(self) -> list[str]:

@@ -17,7 +17,7 @@ event, so every command, renderer and exporter takes them unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,7 +70,23 @@ STATE_LABELS: tuple[str, ...] = tuple(f"[{name}{', open at end' if still_open el
 
 def switch_outs(capture: Capture, data: CaptureData, keep_dead: bool = False) -> SwitchOuts:
     """The off-CPU intervals of every thread (see :mod:`profiler.report.intervals`);
-    ``keep_dead``: also the exiting threads' last switch-outs (state DEAD, no interval)."""
+    ``keep_dead``: also the exiting threads' last switch-outs (state DEAD, no interval).
+
+    Made once per capture (``report --thread-states`` asks twice, with and without): each
+    interval's end depends on its own switch-out only, so leaving the DEAD ones out afterwards
+    gives what leaving them out first would."""
+    memo = capture.memo.get("switch_outs")
+    if memo is None or memo[0] is not data:
+        memo = capture.memo["switch_outs"] = (data, _switch_outs(capture, data))
+    outs: SwitchOuts = memo[1]
+    if keep_dead:
+        return outs
+    live = outs.state != DEAD
+    return replace(outs, rows=outs.rows[live], tid=outs.tid[live], end=outs.end[live], state=outs.state[live],
+                   open=outs.open[live])
+
+
+def _switch_outs(capture: Capture, data: CaptureData) -> SwitchOuts:
     s = data.samples
     event = capture.names.index(SWITCH_TRACEPOINT)
     tfmt = trace_format(capture.reader, SWITCH_TRACEPOINT)
@@ -82,7 +98,7 @@ def switch_outs(capture: Capture, data: CaptureData, keep_dead: bool = False) ->
     state = classify(fields["prev_state"])
     tid = s.tid[rows].astype(np.int64)
     tid = np.where(tid < 0, fields["prev_pid"], tid)
-    keep = (tid != IDLE_TID) if keep_dead else (state != DEAD) & (tid != IDLE_TID)
+    keep = tid != IDLE_TID
     run_tid, run_time = running_evidence(data, rows, fields["next_pid"])
     exit_tid, exit_time = exits(data)
     rows, state, tid = rows[keep], state[keep], tid[keep]
