@@ -9,6 +9,7 @@ lost is lost / (written + lost): written samples from the capture (ours: the tra
 ours <= perf's. Add ``-g`` with ``--callgraph``.
 
 Usage: python benchmarks/bench_lost.py [--runs N] [--scale S] [--pages P] [--freq HZ] [--callgraph]
+                                        [--no-sys-nice]
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ def main() -> int:
     parser.add_argument("--pages", default="1")
     parser.add_argument("--freq", default="100000")
     parser.add_argument("--callgraph", action="store_true")
+    parser.add_argument("--no-sys-nice", action="store_true",
+                        help="both tools without CAP_SYS_NICE (setpriv), as an unprivileged user runs them: "
+                             "our drain loop then cannot raise its priority (docs/benchmarks.md)")
     args = parser.parse_args()
+    prefix = ["setpriv", "--bounding-set=-sys_nice", "--"] if args.no_sys_nice else []
     perf = perf_binary()
     shares = fixtures_dir() / "workloads" / "shares"
     ncpu = str(os.cpu_count() or 1)
@@ -63,15 +68,16 @@ def main() -> int:
         tmp = Path(tmpdir)
         for i in range(args.runs):
             out = tmp / f"ours{i}.prof"
-            run = run_tree([*PROFILER, "record", "-q", "-o", str(out), *opts, "--", *workload])
+            run = run_tree([*prefix, *PROFILER, "record", "-q", "-o", str(out), *opts, "--", *workload])
             assert run.returncode == 0, run.stderr
             ours.append(our_counts(out))
             if perf:
                 data = tmp / f"perf{i}.data"
-                run = run_tree([perf, "record", "-q", "-o", str(data), *opts, "--", *workload])
+                run = run_tree([*prefix, perf, "record", "-q", "-o", str(data), *opts, "--", *workload])
                 assert run.returncode == 0, run.stderr
                 theirs.append(perf_counts(perf, data))
-    print(f"workload: shares {args.scale} on {ncpu} CPUs, record {' '.join(opts)}, {args.runs} alternating runs")
+    print(f"workload: shares {args.scale} on {ncpu} CPUs, record {' '.join(opts)}, {args.runs} alternating runs"
+          f"{', without CAP_SYS_NICE' if args.no_sys_nice else ''}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min)")
     print(f"perf: {perf or 'not installed'}\n")
     print(f"{'run':<6}{'ours written':>14}{'ours lost':>11}{'ours %':>9}"
