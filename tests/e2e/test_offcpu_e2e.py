@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from profiler.format.container.reader import CaptureReader
+
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("require_perf")]
 
 WAITS = ("wait_timer", "wait_pipe", "wait_lock", "hopper")  # threads blocked in the function of their name
@@ -166,6 +168,11 @@ def test_system_wide_switch_records_of_every_cpu(recorded: Callable[..., tuple[P
     capture, truth, tids = recorded("-a", "-g")
     info = run([*profiler_cmd, "info", "-i", str(capture)])
     assert re.search(r"SWITCH_CPU_WIDE\s+\d+", info.stdout), info.stdout
+    with CaptureReader.open(capture) as reader:
+        lost = int((reader.trailer or {}).get("lost", 0))
+    if lost:  # every switch of the machine is recorded: a loaded machine can overflow the buffers
+        pytest.skip(f"the system-wide recording lost {lost} records (machine load "
+                    f"{os.getloadavg()[0]:.1f}): the per-function truth needs every switch")
     pid = tids["main"]
     lines = folded(profiler_cmd, capture, "--event", "offcpu", "--pid", str(pid))
     for fn in WAITS:

@@ -168,8 +168,12 @@ def test_archived_files_report_without_the_binaries(tmp_path: Path, fixtures_dir
     assert res.returncode == 0, res.stderr
     assert "files archived" in res.stderr, res.stderr
     program.unlink()
-    files = sorted(tmp_path.glob("z.prof.2*"))
-    assert len(files) >= 2
+    # a recording that ended keeps archiving for a while (filequeue.AT_EXIT_S), then leaves the rest
+    # queued for the next recorder: on a loaded machine the last files can be among them
+    queue = tmp_path / "z.prof.push-queue"
+    queued = set(queue.read_text().split()) if queue.exists() else set()
+    files = sorted(p for p in tmp_path.glob("z.prof.2*") if str(p) not in queued)
+    assert len(files) >= 2, (res.stderr, queued)
     for path in files:
         rep = profiler("report", "-i", str(path), "--no-children", "-g", "none", "--sort", "dso,sym")
         assert rep.returncode == 0, rep.stderr
