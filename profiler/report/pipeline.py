@@ -67,6 +67,7 @@ from profiler.unwind.arch import columns_for
 from profiler.unwind.userdata import has_user_stacks
 
 if TYPE_CHECKING:
+    from profiler.format.tracepoint import TraceFormat
     from profiler.report.unwind_samples import UnwindStats
     from profiler.report.windows import Totals
 
@@ -196,14 +197,7 @@ def _from_tally(options: LoadOptions, capture: Capture, index: int, tally: Tally
 
 def _from_whole(options: LoadOptions, capture: Capture, index: int, say: Progress) -> Profile:
     """Event ``index``'s profile from the whole decoded capture: a row per sample."""
-    say("decoding")
-    data = capture.data
-    check_period_total(period_total(data.samples.period))  # the sums below are 64-bit
-    check_cpu_filter(capture.reader, data.events, options.filters)
-    say("replaying")
-    rep = replay(data.others, data.others_before, data.samples.pid, data.samples.tid, capture.build_ids())
-    counts = Counts(records=data.counts, warnings=list(capture.reader.warnings) + list(data.warnings),
-                    start_ns=_start_ns(capture, data.samples))
+    data, rep, counts = _decoded(options, capture, say, check_periods=True)
     of_event, s = _event_samples(data, index, counts.warnings)
     counts.recorded = int(np.count_nonzero(of_event))
     kept = of_event & sample_mask(s.cpu, s.time, options.filters, counts.start_ns)
@@ -215,15 +209,7 @@ def _from_whole(options: LoadOptions, capture: Capture, index: int, say: Progres
     if tfmt is not None and selected.raw is not None and options.filters.trace:
         selected = selected.take(filter_mask(tfmt, parse_trace_filter(options.filters.trace), selected.raw,
                                              capture.byte_order))
-    unwound = None
-    if options.callchains:
-        unwound = _unwind_dwarf(options, capture, data, index, selected, rep)
-        if unwound is not None:
-            say("unwinding")
-            counts.warnings.extend(unwound.warnings)
-    say("resolving")
-    return assemble(options, capture, index, selected, rep.state, make_resolver(capture, rep.state, options),
-                    counts, tfmt, unwound)
+    return _unwound_and_assembled(options, capture, index, index, selected, data, rep, counts, tfmt, say)
 
 
 def _from_switches(options: LoadOptions, capture: Capture, index: int, say: Progress) -> Profile:
@@ -232,13 +218,7 @@ def _from_switches(options: LoadOptions, capture: Capture, index: int, say: Prog
     from profiler.report.model import SWITCH_TRACEPOINT
     from profiler.report.offcpu import state_rows
 
-    say("decoding")
-    data = capture.data
-    check_cpu_filter(capture.reader, data.events, options.filters)
-    say("replaying")
-    rep = replay(data.others, data.others_before, data.samples.pid, data.samples.tid, capture.build_ids())
-    counts = Counts(records=data.counts, warnings=list(capture.reader.warnings) + list(data.warnings),
-                    start_ns=_start_ns(capture, data.samples))
+    data, rep, counts = _decoded(options, capture, say)
     rows, period, states = state_rows(capture, data, capture.event_names[index])
     s = data.samples.take(rows)
     s.period = period.astype(np.uint64)
@@ -250,18 +230,43 @@ def _from_switches(options: LoadOptions, capture: Capture, index: int, say: Prog
     gen, comm = rep.sample_gen[rows], rep.sample_comm[rows]
     mask = kept & entry_mask(s.pid, s.tid, comm, rep.comm_names, options.filters)
     selected = Selected(s.take(mask), gen[mask], comm[mask])
-    states = states[mask]
     switch = capture.names.index(SWITCH_TRACEPOINT)
     tfmt, selected.raw = event_payloads(capture, switch, selected.samples, options)
+    return _unwound_and_assembled(options, capture, index, switch, selected, data, rep, counts, tfmt, say,
+                                  root_frames=states[mask])
+
+
+def _decoded(options: LoadOptions, capture: Capture, say: Progress,
+             check_periods: bool = False) -> tuple[CaptureData, ReplayResult, Counts]:
+    """The whole decoded capture, its replay and the counts every profile of it starts from;
+    ``check_periods``: its samples' periods must add up below 2^64 (the sums are 64-bit)."""
+    say("decoding")
+    data = capture.data
+    if check_periods:
+        check_period_total(period_total(data.samples.period))
+    check_cpu_filter(capture.reader, data.events, options.filters)
+    say("replaying")
+    rep = replay(data.others, data.others_before, data.samples.pid, data.samples.tid, capture.build_ids())
+    counts = Counts(records=data.counts, warnings=list(capture.reader.warnings) + list(data.warnings),
+                    start_ns=_start_ns(capture, data.samples))
+    return data, rep, counts
+
+
+def _unwound_and_assembled(options: LoadOptions, capture: Capture, index: int, stacks_of: int, selected: Selected,
+                           data: CaptureData, rep: ReplayResult, counts: Counts, tfmt: TraceFormat | None,
+                           say: Progress, root_frames: npt.NDArray[np.int64] | None = None) -> Profile:
+    """Event ``index``'s profile from its selected rows: their user stacks unwound when event
+    ``stacks_of`` (whose samples the rows are) was recorded with ``--call-graph dwarf``, then
+    resolved and assembled."""
     unwound = None
     if options.callchains:
-        unwound = _unwind_dwarf(options, capture, data, switch, selected, rep)
+        unwound = _unwind_dwarf(options, capture, data, stacks_of, selected, rep)
         if unwound is not None:
             say("unwinding")
             counts.warnings.extend(unwound.warnings)
     say("resolving")
     return assemble(options, capture, index, selected, rep.state, make_resolver(capture, rep.state, options),
-                    counts, tfmt, unwound, root_frames=states)
+                    counts, tfmt, unwound, root_frames=root_frames)
 
 
 def _start_ns(capture: Capture, s: SampleColumns) -> int:
