@@ -40,7 +40,8 @@ class ViewFile:
         strings, e = self.doc["strings"], self.event(name)
         frames = self.column(self.doc["frames"]).reshape(-1, 4)
         prefix, frame = self.column(self.doc["stacks"]["prefix"]), self.column(self.doc["stacks"]["frame"])
-        stack, thread = self.column(e["stack"]), self.column(e["thread"])
+        pair = self.column(e["pair"])
+        stack, thread = self.column(e["pair_stack"])[pair], self.column(e["pair_thread"])[pair]
         counts = self.column(e["count"]) if "count" in e else np.ones(len(stack), np.int64)
         values = self.column(e["period"]) if weight == "period" else counts
         out: dict[str, int] = {}

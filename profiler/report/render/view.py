@@ -41,7 +41,7 @@ from profiler.report.render.viewdata import (
 )
 
 #: The page's scripts, in the order they are inlined (flamecommon.js is shared with flamegraph).
-SCRIPTS = ("flamecommon.js", "view-data.js", "view-timeline.js", "view-flame.js", "view-tree.js",
+SCRIPTS = ("flamecommon.js", "view-data.js", "view-trees.js", "view-timeline.js", "view-flame.js", "view-tree.js",
            "view-source.js", "view-main.js")
 
 #: Functions (by self samples, per event) whose disassembly and source are put in the file.

@@ -12,8 +12,9 @@ here is aggregated for one view. One document for all events:
   (prefix, frame, line, offset), so a sample's stack is one node id;
 * ``threads``: per thread ``[pid, tid, comm]`` (its name at its last sample);
 * per event, per-sample columns in time order: ``time`` (ns from the capture's start,
-  delta-coded), ``thread``, ``cpu``, ``stack`` (its leaf node), ``period``, and, when the
-  detail was reduced, ``count`` (how many samples a row stands for).
+  delta-coded), ``cpu``, ``period``, ``pair`` and, when the detail was reduced, ``count`` (how
+  many samples a row stands for); ``pair`` indexes the event's table of distinct (thread, stack)
+  pairs, ``pair_thread`` and ``pair_stack`` (the stack as its leaf node), ordered by thread.
 
 Columns are little-endian typed arrays after the JSON document in one buffer
 (:func:`pack`): ``u32 JSON length, JSON, columns each 8-byte aligned``; the page inflates it
@@ -205,9 +206,33 @@ def add_event(view: ViewData, t: Tables, profile: Profile, t0: int, weight: str,
         "time": view.add(name + ".time", np.diff(time, prepend=0) if len(time) else time),
         "first_ns": int(time[0]) if len(time) else 0,
     }
+    pair, pair_thread, pair_stack = _pairs(cols.pop("thread"), cols.pop("stack"))
+    cols["pair"] = pair
     for key, values in cols.items():
         entry[key] = view.add(f"{name}.{key}", values)
+    entry["pair_thread"] = view.add(f"{name}.pair_thread", pair_thread)
+    entry["pair_stack"] = view.add(f"{name}.pair_stack", pair_stack)
     view.doc["events"].append(entry)
+
+
+def _pairs(thread: npt.NDArray[np.int64], stack: npt.NDArray[np.int64]
+           ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Each row's (thread, stack) as one id into a table of the distinct pairs, ordered by
+    thread then stack (each thread's pairs are one run): the page sums a selection into this
+    table with typed arrays (sort + mask: np.unique is slow on millions of keys)."""
+    if not len(thread):
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    key = thread.astype(np.int64) * (int(stack.max()) + 1) + stack
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    first = np.ones(len(key), dtype=bool)
+    first[1:] = sorted_key[1:] != sorted_key[:-1]
+    ids = np.cumsum(first) - 1
+    pair = np.empty(len(key), dtype=np.int64)
+    pair[order] = ids
+    starts = order[first]
+    return pair, thread[starts], stack[starts]
 
 
 def finish_tables(view: ViewData, t: Tables) -> None:

@@ -1,9 +1,16 @@
 // The view page's data: the packed capture (profiler/report/render/viewdata.py) inflated and
-// turned into typed arrays, and the aggregations every view asks for, computed on demand:
-//   PV.load()                       -> the model (strings, frames, stacks, threads, events)
-//   PV.Forest(model, event, merge)  -> call trees of one event, top-down and bottom-up, whose
-//                                      nodes persist; .select(range, threadOn) weighs them.
-// A stack node is (prefix, frame, line, offset): a sample's stack is its leaf node.
+// turned into typed arrays, and the aggregations every view asks for, computed on demand.
+//
+//   PV.load(element)               -> the model: strings, frames, stack nodes, threads, events
+//   new PV.Forest(model, event, merge)
+//     .select(range, threadOn)     -> weighs the selection: per (thread, stack) pair, then the
+//                                     call tree (.top: a ViewTree), lazily .bottomUp(),
+//                                     .sandwich(frame), .functions()
+//
+// A stack node is (prefix, frame, line, offset): a sample's stack is its leaf node. The
+// *merged tree* merges stack nodes by (parent, frame): it is built once at load and is the
+// call tree of threads merged. With threads apart, a tree node is (thread, merged node), its
+// weights computed per thread when a view asks for them (a few threads are cached).
 (function () {
   'use strict';
   var PV = window.PV = window.PV || {};
@@ -24,15 +31,12 @@
   }
 
   function unpack(buffer) {
-    var view = new DataView(buffer);
-    var length = view.getUint32(0, true);
+    var length = new DataView(buffer).getUint32(0, true);
     var doc = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 4, length)));
     var base = 4 + length;
-    function column(desc) {
-      var Type = ARRAYS[desc.type];
-      return new Type(buffer, base + doc.columns[desc.col], desc.n);
-    }
-    return { doc: doc, column: column };
+    return { doc: doc, column: function (desc) {
+      return new ARRAYS[desc.type](buffer, base + doc.columns[desc.col], desc.n);
+    } };
   }
 
   function buildModel(doc, column) {
@@ -53,21 +57,55 @@
       while (m.frames[4 * m.frame[h] + 3] && m.prefix[h] >= 0) h = m.prefix[h];
       m.head[n] = h;
     }
+    buildMerged(m);
     doc.events.forEach(function (e) {
       var deltas = column(e.time), time = new Float64Array(deltas.length), t = 0;
       for (var i = 0; i < deltas.length; i++) { t += deltas[i]; time[i] = t; }
+      var pairThread = column(e.pair_thread), pair = column(e.pair), thread = new Int32Array(pair.length);
+      for (i = 0; i < pair.length; i++) thread[i] = pairThread[pair[i]];
       m.events.push({
         name: e.name, weight: e.weight, samples: e.samples, rows: e.rows, bucketNs: e.reduced_bucket_ns,
-        hasCallchains: e.has_callchains, time: time, thread: column(e.thread), cpu: column(e.cpu),
-        stack: column(e.stack), period: column(e.period), count: e.count ? column(e.count) : null
+        hasCallchains: e.has_callchains, time: time, cpu: column(e.cpu), period: column(e.period),
+        count: e.count ? column(e.count) : null, pair: pair, pairThread: pairThread,
+        pairStack: column(e.pair_stack), thread: thread, pairsOf: threadRuns(pairThread, m.threads.length)
       });
     });
     return m;
   }
 
+  // Each thread's run of pairs (the table is ordered by thread): [start, end) per thread.
+  function threadRuns(pairThread, nThreads) {
+    var start = new Int32Array(nThreads + 1).fill(-1), runs = new Int32Array(2 * nThreads);
+    for (var p = 0; p < pairThread.length; p++) {
+      var t = pairThread[p];
+      if (start[t] < 0) { start[t] = p; runs[2 * t] = p; }
+      runs[2 * t + 1] = p + 1;
+    }
+    return runs;
+  }
+
+  // The merged tree: node 0 is the root; mergedOf[stack node] its merged node; children in
+  // CSR (kidStart, kids), each node's slice sorted by name the first time it is asked for.
+  function buildMerged(m) {
+    var n = m.nNodes, ids = new Map(), parent = [-1], frame = [-1];
+    m.mergedOf = new Int32Array(n);
+    for (var k = 0; k < n; k++) {
+      var p = m.prefix[k] < 0 ? 0 : m.mergedOf[m.prefix[k]], key = p * (m.nFrames + 1) + m.frame[k];
+      var id = ids.get(key);
+      if (id === undefined) { id = parent.length; ids.set(key, id); parent.push(p); frame.push(m.frame[k]); }
+      m.mergedOf[k] = id;
+    }
+    var size = parent.length, kidStart = new Int32Array(size + 1), kids = new Int32Array(size), fill;
+    for (k = 1; k < size; k++) kidStart[parent[k] + 1]++;
+    for (k = 0; k < size; k++) kidStart[k + 1] += kidStart[k];
+    fill = kidStart.slice(0, size);
+    for (k = 1; k < size; k++) kids[fill[parent[k]]++] = k;
+    m.merged = { size: size, parent: Int32Array.from(parent), frame: Int32Array.from(frame), kidStart: kidStart,
+                 kids: kids, sorted: new Uint8Array(size) };
+  }
+
   PV.load = function (element) {
-    var bytes = base64Bytes(element.textContent.trim());
-    return inflate(bytes).then(function (buffer) {
+    return inflate(base64Bytes(element.textContent.trim())).then(function (buffer) {
       var u = unpack(buffer);
       return buildModel(u.doc, u.column);
     });
@@ -91,6 +129,21 @@
     return (m.strings[th[2]] || '?') + '-' + th[0] + '/' + th[1];
   };
 
+  // The merged node's children, sorted by name (flame graph order).
+  PV.mergedKids = function (m, id) {
+    var t = m.merged, a = t.kidStart[id], b = t.kidStart[id + 1];
+    if (!t.sorted[id]) {
+      var slice = Array.from(t.kids.subarray(a, b));
+      slice.sort(function (x, y) {
+        var nx = PV.frameName(m, t.frame[x]), ny = PV.frameName(m, t.frame[y]);
+        return nx < ny ? -1 : nx > ny ? 1 : t.frame[x] - t.frame[y];
+      });
+      t.kids.set(slice, a);
+      t.sorted[id] = 1;
+    }
+    return t.kids.subarray(a, b);
+  };
+
   // --- rows of a selection -------------------------------------------------------------
   function lowerBound(a, x) {
     var lo = 0, hi = a.length;
@@ -107,146 +160,117 @@
     return ev.count ? ev.count[i] : 1;
   };
 
-  // The weight, sample count and period of each distinct (thread group, leaf node) in the selection.
-  // key = group * nNodes + node; group is the thread (or 0 when threads are merged).
-  function tally(m, ev, range, threadOn, merge) {
-    var rows = PV.rowRange(ev, range), weight = new Map(), samples = new Map(), period = new Map();
-    var byPeriod = ev.weight === 'period', count = ev.count;
+  // Weight, samples and period of each (thread, stack) pair over the selection's rows.
+  function tally(ev, range, threadOn) {
+    var n = ev.pairThread.length, W = new Float64Array(n), S = new Float64Array(n), P = new Float64Array(n);
+    var rows = PV.rowRange(ev, range), byPeriod = ev.weight === 'period', count = ev.count;
+    var pair = ev.pair, period = ev.period, thread = ev.thread;
     for (var i = rows[0]; i < rows[1]; i++) {
-      var th = ev.thread[i];
-      if (threadOn && !threadOn[th]) continue;
-      var key = (merge ? 0 : th) * m.nNodes + ev.stack[i];
-      var c = count ? count[i] : 1;
-      weight.set(key, (weight.get(key) || 0) + (byPeriod ? ev.period[i] : c));
-      samples.set(key, (samples.get(key) || 0) + c);
-      period.set(key, (period.get(key) || 0) + ev.period[i]);
+      if (threadOn && !threadOn[thread[i]]) continue;
+      var p = pair[i], c = count ? count[i] : 1;
+      W[p] += byPeriod ? period[i] : c;
+      S[p] += c;
+      P[p] += period[i];
     }
-    return { weight: weight, samples: samples, period: period };
+    return { W: W, S: S, P: P };
   }
-  PV.tally = tally;
 
-  // --- persistent trees ----------------------------------------------------------------
-  // Nodes are interned once (parent, frame) and keep their ids; a selection only fills the
-  // weight arrays. Parents always have smaller ids than their children.
-  function Tree() {
-    this.parent = [-1]; this.frame = [-1]; this.kids = [[]]; this.ids = new Map(); this.sorted = [true];
-  }
-  Tree.prototype.child = function (p, f, nFramesAll) {
-    var key = p * nFramesAll + f + 1, id = this.ids.get(key);
-    if (id === undefined) {
-      id = this.parent.length;
-      this.ids.set(key, id);
-      this.parent.push(p); this.frame.push(f); this.kids.push([]); this.sorted.push(true);
-      this.kids[p].push(id);
-      this.sorted[p] = false;
-    }
-    return id;
-  };
-  Tree.prototype.size = function () { return this.parent.length; };
-
-  // The frames of a leaf node, root first (with the thread's synthetic frame first when kept).
-  function pathOf(m, key, merge) {
-    var node = key % m.nNodes, group = (key - node) / m.nNodes, path = [];
-    for (var n = node; n >= 0; n = m.prefix[n]) path.push(m.frame[n]);
-    if (!merge) path.push(m.nFrames + group);
-    return path.reverse();
-  }
-  PV.pathOf = pathOf;
-
+  // --- the forest of one event and merge mode ------------------------------------------
   function Forest(m, eventIndex, merge) {
     this.m = m; this.ev = m.events[eventIndex]; this.merge = merge;
-    this.all = m.nFrames + m.threads.length + 1;
-    this.top = new Tree(); this.bottom = new Tree();
-    this.topLeaf = new Map(); this.bottomLeaf = new Map();  // key -> node
+    this.bottom = new PV.Tree(m.nFrames + m.threads.length + 1);
+    this.bottomLeaf = new Map();  // pair -> bottom-up node
   }
   PV.Forest = Forest;
 
-  Forest.prototype.topNode = function (key) {
-    var id = this.topLeaf.get(key);
-    if (id !== undefined) return id;
-    var path = pathOf(this.m, key, this.merge);
-    id = 0;
-    for (var k = 0; k < path.length; k++) id = this.top.child(id, path[k], this.all);
-    this.topLeaf.set(key, id);
-    return id;
+  Forest.prototype.select = function (range, threadOn) {
+    var m = this.m, ev = this.ev, t = tally(ev, range, threadOn);
+    this.t = t;
+    // the merged tree's weights (the whole call tree with threads merged)
+    var size = m.merged.size, total = new Float64Array(size), self = new Float64Array(size);
+    var samples = new Float64Array(size), parent = m.merged.parent;
+    var threadTotal = new Float64Array(m.threads.length), threadSamples = new Float64Array(m.threads.length);
+    for (var p = 0; p < t.W.length; p++) {
+      if (!t.W[p] && !t.S[p]) continue;
+      var leaf = m.mergedOf[ev.pairStack[p]];
+      self[leaf] += t.W[p]; total[leaf] += t.W[p]; samples[leaf] += t.S[p];
+      threadTotal[ev.pairThread[p]] += t.W[p]; threadSamples[ev.pairThread[p]] += t.S[p];
+    }
+    for (var id = size - 1; id > 0; id--) { total[parent[id]] += total[id]; samples[parent[id]] += samples[id]; }
+    this.mergedWeights = { total: total, self: self, samples: samples };
+    this.top = this.merge ? new PV.MergedTree(m, this.mergedWeights)
+                          : new PV.ThreadTree(m, this, threadTotal, threadSamples);
+    this.bottomWeights = null;
+    return this.top;
+  };
+
+  // One thread's weights over the merged tree (for a tree that keeps threads apart).
+  Forest.prototype.threadWeights = function (g) {
+    var m = this.m, ev = this.ev, t = this.t, size = m.merged.size, parent = m.merged.parent;
+    var total = new Float64Array(size), self = new Float64Array(size), samples = new Float64Array(size);
+    var run0 = ev.pairsOf[2 * g], run1 = ev.pairsOf[2 * g + 1];
+    for (var p = run0; p < run1; p++) {
+      var w = t.W[p], s = t.S[p];
+      if (!w && !s) continue;
+      var leaf = m.mergedOf[ev.pairStack[p]];
+      self[leaf] += w;
+      for (var id = leaf; id > 0; id = parent[id]) { total[id] += w; samples[id] += s; }
+    }
+    return { total: total, self: self, samples: samples };
+  };
+
+  // The frames of a pair's stack, root first (with the thread's synthetic frame first when
+  // threads are kept apart).
+  Forest.prototype.pathOf = function (p) {
+    var m = this.m, path = [];
+    for (var n = this.ev.pairStack[p]; n >= 0; n = m.prefix[n]) path.push(m.frame[n]);
+    if (!this.merge) path.push(m.nFrames + this.ev.pairThread[p]);
+    return path.reverse();
   };
 
   // Bottom-up: the leaf's function first (inlined frames below it are folded into it), then
-  // its callers to the root (and the thread).
-  Forest.prototype.bottomNode = function (key) {
-    var id = this.bottomLeaf.get(key);
-    if (id !== undefined) return id;
-    var m = this.m, node = key % m.nNodes, group = (key - node) / m.nNodes;
-    id = 0;
-    for (var n = m.head[node]; n >= 0; n = m.prefix[n]) id = this.bottom.child(id, m.frame[n], this.all);
-    if (!this.merge) id = this.bottom.child(id, m.nFrames + group, this.all);
-    this.bottomLeaf.set(key, id);
-    return id;
-  };
-
-  // Weigh both trees for a selection: total (node and below), self and samples per node.
-  // Bottom-up totals are computed on the first call of .bottomUp() only (lazily).
-  Forest.prototype.select = function (range, threadOn) {
-    var t = tally(this.m, this.ev, range, threadOn, this.merge);
-    this.tallied = t;
-    var leaves = [], self = this;
-    t.weight.forEach(function (w, key) { leaves.push([self.topNode(key), w, t.samples.get(key), key]); });
-    var size = this.top.size(), total = new Float64Array(size), own = new Float64Array(size);
-    var samples = new Float64Array(size);
-    leaves.forEach(function (l) { own[l[0]] += l[1]; total[l[0]] += l[1]; samples[l[0]] += l[2]; });
-    var parent = this.top.parent;
-    for (var id = size - 1; id > 0; id--) { total[parent[id]] += total[id]; samples[parent[id]] += samples[id]; }
-    this.weights = { total: total, self: own, samples: samples };
-    this.bottomWeights = null;
-    return this.weights;
-  };
-
+  // its callers to the root (and the thread). Nodes persist; weights are the selection's.
   Forest.prototype.bottomUp = function () {
     if (this.bottomWeights) return this.bottomWeights;
-    var t = this.tallied, self = this, tree = this.bottom;
-    var leaves = [];
-    t.weight.forEach(function (w, key) { leaves.push([self.bottomNode(key), w, t.samples.get(key)]); });
-    var size = tree.size(), total = new Float64Array(size), samples = new Float64Array(size);
-    leaves.forEach(function (l) { total[l[0]] += l[1]; samples[l[0]] += l[2]; });
-    for (var id = size - 1; id > 0; id--) { total[tree.parent[id]] += total[id]; samples[tree.parent[id]] += samples[id]; }
-    // the root's children are the functions with self time: their total is their self time
-    this.bottomWeights = { total: total, self: total, samples: samples };
-    return this.bottomWeights;
-  };
-
-  // Children of a node with weight, sorted by name (flame graph order) or by a weight.
-  Forest.prototype.sortedKids = function (tree, id) {
-    if (!tree.sorted[id]) {
-      var m = this.m;
-      tree.kids[id].sort(function (a, b) {
-        var na = PV.frameName(m, tree.frame[a]), nb = PV.frameName(m, tree.frame[b]);
-        return na < nb ? -1 : na > nb ? 1 : tree.frame[a] - tree.frame[b];
-      });
-      tree.sorted[id] = true;
+    var m = this.m, ev = this.ev, t = this.t, tree = this.bottom, leaves = [];
+    for (var p = 0; p < t.W.length; p++) {
+      if (!t.W[p] && !t.S[p]) continue;
+      var id = this.bottomLeaf.get(p);
+      if (id === undefined) {
+        id = 0;
+        for (var n = m.head[ev.pairStack[p]]; n >= 0; n = m.prefix[n]) id = tree.child(id, m.frame[n]);
+        if (!this.merge) id = tree.child(id, m.nFrames + ev.pairThread[p]);
+        this.bottomLeaf.set(p, id);
+      }
+      leaves.push(id, p);
     }
-    return tree.kids[id];
+    var size = tree.size(), total = new Float64Array(size), samples = new Float64Array(size);
+    for (var k = 0; k < leaves.length; k += 2) { total[leaves[k]] += t.W[leaves[k + 1]]; samples[leaves[k]] += t.S[leaves[k + 1]]; }
+    for (id = size - 1; id > 0; id--) { total[tree.parent[id]] += total[id]; samples[tree.parent[id]] += samples[id]; }
+    // the root's children are the functions with self time: their total is their self time
+    this.bottomWeights = { total: total, samples: samples };
+    return this.bottomWeights;
   };
 
   // Caller/callee trees of function f over the selection: every sample whose stack holds f
   // counts once, at f's outermost call. Callees: f then its callees to the leaf; callers: f
   // then its callers to the root. Two fresh trees (the sandwich is one function's).
   Forest.prototype.sandwich = function (f) {
-    var m = this.m, t = this.tallied, merge = this.merge, all = this.all;
-    var callees = new Tree(), callers = new Tree(), ce = [0], cr = [0], cs = [0], rs = [0], cp = [0], rp = [0];
+    var m = this.m, t = this.t, all = m.nFrames + m.threads.length + 1;
+    var callees = new PV.Tree(all), callers = new PV.Tree(all), ce = [0], cr = [0], cs = [0], rs = [0], cp = [0], rp = [0];
     var selfW = 0, selfS = 0, selfP = 0;
-    function add(arr, id, w) { while (arr.length <= id) arr.push(0); arr[id] += w; }
-    t.weight.forEach(function (w, key) {
-      var path = pathOf(m, key, merge), at = path.indexOf(f);
-      if (at < 0) return;
-      var s = t.samples.get(key), p = t.period.get(key), id = 0, k;
-      for (k = at; k < path.length; k++) {
-        id = callees.child(id, path[k], all); add(ce, id, w); add(cs, id, s); add(cp, id, p);
-      }
+    function add(arr, id, v) { while (arr.length <= id) arr.push(0); arr[id] += v; }
+    for (var p = 0; p < t.W.length; p++) {
+      var w = t.W[p], s = t.S[p], pp = t.P[p];
+      if (!w && !s) continue;
+      var path = this.pathOf(p), at = path.indexOf(f);
+      if (at < 0) continue;
+      var id = 0, k;
+      for (k = at; k < path.length; k++) { id = callees.child(id, path[k]); add(ce, id, w); add(cs, id, s); add(cp, id, pp); }
       id = 0;
-      for (k = at; k >= 0; k--) { id = callers.child(id, path[k], all); add(cr, id, w); add(rs, id, s); add(rp, id, p); }
-      var node = key % m.nNodes;
-      if (m.frame[m.head[node]] === f) { selfW += w; selfS += s; selfP += p; }
-    });
+      for (k = at; k >= 0; k--) { id = callers.child(id, path[k]); add(cr, id, w); add(rs, id, s); add(rp, id, pp); }
+      if (m.frame[m.head[this.ev.pairStack[p]]] === f) { selfW += w; selfS += s; selfP += pp; }
+    }
     return { callees: callees, calleeTotal: ce, calleeSamples: cs, calleePeriod: cp, callers: callers,
              callerTotal: cr, callerSamples: rs, callerPeriod: rp, selfWeight: selfW, selfSamples: selfS,
              selfPeriod: selfP };
@@ -254,18 +278,35 @@
 
   // Per function: self and total (each sample once per function) over the selection.
   Forest.prototype.functions = function () {
-    var m = this.m, t = this.tallied, total = new Map(), self = new Map(), stamp = new Map(), serial = 0;
-    t.weight.forEach(function (w, key) {
-      serial++;
-      var node = key % m.nNodes, hf = m.frame[m.head[node]];
+    var m = this.m, ev = this.ev, t = this.t, total = new Map(), self = new Map(), stamp = new Int32Array(m.nFrames).fill(-1);
+    for (var p = 0; p < t.W.length; p++) {
+      var w = t.W[p];
+      if (!w) continue;
+      var node = ev.pairStack[p], hf = m.frame[m.head[node]];
       self.set(hf, (self.get(hf) || 0) + w);
       for (var n = node; n >= 0; n = m.prefix[n]) {
         var f = m.frame[n];
-        if (stamp.get(f) === serial) continue;
-        stamp.set(f, serial);
+        if (stamp[f] === p) continue;
+        stamp[f] = p;
         total.set(f, (total.get(f) || 0) + w);
       }
-    });
+    }
     return { total: total, self: self };
+  };
+
+  // The hottest source lines of a merged node (of thread g, or of all threads when g < 0):
+  // its frame's line in each stack through it.
+  Forest.prototype.lines = function (mid, g) {
+    var m = this.m, ev = this.ev, t = this.t, acc = new Map(), sum = 0;
+    var lo = g >= 0 ? ev.pairsOf[2 * g] : 0, hi = g >= 0 ? ev.pairsOf[2 * g + 1] : t.W.length;
+    for (var p = lo; p < hi; p++) {
+      if (!t.W[p]) continue;
+      for (var n = ev.pairStack[p]; n >= 0; n = m.prefix[n]) {
+        if (m.mergedOf[n] !== mid) continue;
+        if (m.line[n] >= 0) { acc.set(m.line[n], (acc.get(m.line[n]) || 0) + t.W[p]); sum += t.W[p]; }
+        break;
+      }
+    }
+    return { lines: Array.from(acc.entries()).sort(function (a, b) { return b[1] - a[1]; }), sum: sum };
   };
 })();

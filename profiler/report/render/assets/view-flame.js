@@ -10,55 +10,72 @@
     this.canvas = canvas; this.ctx = canvas.getContext('2d'); this.tooltip = tooltip; this.details = details;
     this.onPick = onPick;
     this.zoom = 0; this.inverted = false; this.matcher = null; this.drawn = [];
-    this.hidden = 0;
+    this.hidden = 0; this.matched = 0;
     this.bind();
   }
   PV.Flame = Flame;
 
-  Flame.prototype.show = function (forest, weights) {
+  // forest: the selection's Forest; its .top is the view tree drawn.
+  Flame.prototype.show = function (forest) {
     if (forest !== this.forest) this.zoom = 0;
-    this.forest = forest; this.w = weights;
-    if (this.zoom && !(weights.total[this.zoom] > 0)) this.zoom = 0;
+    this.forest = forest; this.vt = forest.top;
+    if (this.zoom && !(this.vt.total(this.zoom) > 0)) this.zoom = 0;
     this.draw();
   };
 
   Flame.prototype.color = function (id) {
-    var m = this.forest.m, f = this.forest.top.frame[id];
+    var m = this.forest.m, f = this.vt.frame(id);
     if (this.matches(id)) return C.MATCH_COLOR;
     return C.kindColor(PV.frameKind(m, f), PV.frameName(m, f), this.waitOf(id));
   };
 
   Flame.prototype.matches = function (id) {
     if (!this.matcher || id === 0) return false;
-    var m = this.forest.m, f = this.forest.top.frame[id];
+    var m = this.forest.m, f = this.vt.frame(id);
     return this.matcher.test(PV.frameName(m, f)) || this.matcher.test(PV.frameDso(m, f));
   };
 
   // Frames of an off-CPU stack are coloured by the thread state at their root.
   Flame.prototype.waitOf = function (id) {
-    var tree = this.forest.top, m = this.forest.m;
-    for (var a = id; a > 0; a = tree.parent[a]) {
-      if (PV.frameKind(m, tree.frame[a]) === 'state') return C.waitOfLabel(PV.frameName(m, tree.frame[a]));
+    var vt = this.vt, m = this.forest.m;
+    for (var a = id; a > 0; a = vt.parent(a)) {
+      if (PV.frameKind(m, vt.frame(a)) === 'state') return C.waitOfLabel(PV.frameName(m, vt.frame(a)));
     }
     return '';
   };
 
   Flame.prototype.depthOf = function (id) {
     var d = 0;
-    for (var a = id; a > 0; a = this.forest.top.parent[a]) d++;
+    for (var a = id; a > 0; a = this.vt.parent(a)) d++;
     return d;
   };
 
+  // Calls visit(id, x, w, depth) for every frame wide enough to draw, zoomed frame first, in
+  // drawing order; returns the depth of the deepest.
+  Flame.prototype.walk = function (width, visit) {
+    var vt = this.vt, zoom = this.zoom, scale = vt.total(zoom) > 0 ? width / vt.total(zoom) : 0, deepest = 0;
+    var hidden = 0;
+    (function go(id, x, depth) {
+      var w = vt.total(id) * scale;
+      if (w < MIN_PX) { hidden++; return; }
+      if (depth > deepest) deepest = depth;
+      visit(id, x, w, depth);
+      var kids = vt.kids(id), cursor = x;
+      for (var k = 0; k < kids.length; k++) {
+        var t = vt.total(kids[k]);
+        if (!(t > 0)) continue;
+        go(kids[k], cursor, depth + 1);
+        cursor += t * scale;
+      }
+    })(zoom, 0, this.depthOf(zoom));
+    this.hidden = hidden;
+    return deepest;
+  };
+
   Flame.prototype.draw = function () {
-    var t0 = performance.now();
-    var tree = this.forest.top, total = this.w.total, self = this;
-    var width = Math.max(1, this.canvas.clientWidth), maxDepth = 0, zoomDepth = this.depthOf(this.zoom);
-    // depth of the drawn part (zoom and below, plus the zoomed frame's ancestors)
-    (function deepest(id, d) {
-      if (d > maxDepth) maxDepth = d;
-      var kids = tree.kids[id];
-      for (var k = 0; k < kids.length; k++) if (total[kids[k]] * width / (total[self.zoom] || 1) >= MIN_PX) deepest(kids[k], d + 1);
-    })(this.zoom, zoomDepth);
+    var t0 = performance.now(), vt = this.vt, width = Math.max(1, this.canvas.clientWidth), self = this;
+    var boxes = [];
+    var maxDepth = this.walk(width, function (id, x, w, depth) { boxes.push(id, x, w, depth); });
     this.maxDepth = maxDepth;
     var height = (maxDepth + 1) * ROW, ratio = window.devicePixelRatio || 1, ctx = this.ctx;
     this.canvas.style.height = height + 'px';
@@ -69,28 +86,17 @@
     ctx.textBaseline = 'middle';
     this.charWidth = ctx.measureText('MMMMMMMMMM').width / 10 || 7;
     this.drawn = [];
-    this.hidden = 0;
     this.matched = 0;
-    for (var a = tree.parent[this.zoom], d = zoomDepth - 1; a >= 0; a = tree.parent[a], d--) this.frame(a, 0, width, d, true);
-    var scale = total[this.zoom] > 0 ? width / total[this.zoom] : 0;
-    this.layout(this.zoom, 0, zoomDepth, scale);
-    this.drawMs = performance.now() - t0;
-  };
-
-  Flame.prototype.layout = function (id, x, depth, scale) {
-    var w = this.w.total[id] * scale;
-    if (w < MIN_PX) { this.hidden++; return; }
-    var matched = this.matches(id);
-    this.frame(id, x, w, depth, false);
-    if (matched) this.matched += this.w.total[id];
-    var kids = this.forest.sortedKids(this.forest.top, id), cursor = x;
-    for (var k = 0; k < kids.length; k++) {
-      var c = kids[k];
-      if (!(this.w.total[c] > 0)) continue;
-      if (matched) { var save = this.matched; this.layout(c, cursor, depth + 1, scale); this.matched = save; }
-      else this.layout(c, cursor, depth + 1, scale);
-      cursor += this.w.total[c] * scale;
+    var d = this.depthOf(this.zoom) - 1;
+    for (var a = vt.parent(this.zoom); a >= 0; a = vt.parent(a), d--) this.frame(a, 0, width, d, true);
+    var matchedDepth = -1;  // inside a matched frame, nested matches are not counted again
+    for (var k = 0; k < boxes.length; k += 4) {
+      var id = boxes[k], depth = boxes[k + 3];
+      if (matchedDepth >= 0 && depth <= matchedDepth) matchedDepth = -1;
+      if (matchedDepth < 0 && self.matches(id)) { this.matched += vt.total(id); matchedDepth = depth; }
+      this.frame(id, boxes[k + 1], boxes[k + 2], depth, false);
     }
+    this.drawMs = performance.now() - t0;
   };
 
   Flame.prototype.rowY = function (depth) { return this.inverted ? depth * ROW : (this.maxDepth - depth) * ROW; };
@@ -102,7 +108,7 @@
     ctx.fillRect(x, y, Math.max(w - 0.5, 0.35), ROW - 1);
     var room = Math.floor((w - 6) / this.charWidth);
     if (room >= 3) {
-      var name = PV.frameName(m, this.forest.top.frame[id]);
+      var name = PV.frameName(m, this.vt.frame(id));
       ctx.fillStyle = '#000';
       ctx.fillText(name.length <= room ? name : name.slice(0, room - 2) + '..', x + 3, y + ROW / 2);
     }
@@ -119,27 +125,22 @@
     return -1;
   };
 
-  // The hottest source lines of a tree node (its frame's line in each stack through it).
+  // The hottest source lines of a node (its frame's line in each stack through it).
   Flame.prototype.lines = function (id) {
-    var f = this.forest, m = f.m, t = f.tallied, acc = new Map(), sum = 0;
-    t.weight.forEach(function (w, key) {
-      var tn = f.topNode(key);
-      for (var n = key % m.nNodes; n >= 0; n = m.prefix[n], tn = f.top.parent[tn]) {
-        if (tn === id) { if (m.line[n] !== 0xffffffff && m.line[n] >= 0) { acc.set(m.line[n], (acc.get(m.line[n]) || 0) + w); sum += w; } break; }
-      }
-    });
-    return Array.from(acc.entries()).sort(function (a, b) { return b[1] - a[1]; }).slice(0, 3)
-      .map(function (e) { return m.strings[e[0]] + ' (' + C.percent(e[1], sum) + ')'; });
+    var m = this.forest.m, mid = this.vt.mergedId(id);
+    if (mid <= 0) return [];
+    var r = this.forest.lines(mid, this.vt.threadOf(id));
+    return r.lines.slice(0, 3).map(function (e) { return m.strings[e[0]] + ' (' + C.percent(e[1], r.sum) + ')'; });
   };
 
   Flame.prototype.describe = function (id) {
-    var f = this.forest, m = f.m, fr = f.top.frame[id], out = [PV.frameName(m, fr)];
+    var f = this.forest, vt = this.vt, m = f.m, fr = vt.frame(id), out = [PV.frameName(m, fr)];
     var dso = PV.frameDso(m, fr);
     if (dso) out.push(dso + ' (' + PV.frameKind(m, fr) + ')');
-    var text = C.groupDigits(this.w.samples[id]) + ' samples';
-    if (f.ev.weight === 'period') text += ', ' + C.groupDigits(Math.round(this.w.total[id])) + ' ns';
-    text += ', ' + C.percent(this.w.total[id], this.w.total[0]) + ' of selection';
-    if (this.zoom) text += ', ' + C.percent(this.w.total[id], this.w.total[this.zoom]) + ' of zoomed frame';
+    var text = C.groupDigits(vt.samples(id)) + ' samples';
+    if (f.ev.weight === 'period') text += ', ' + C.groupDigits(Math.round(vt.total(id))) + ' ns';
+    text += ', ' + C.percent(vt.total(id), vt.total(0)) + ' of selection';
+    if (this.zoom) text += ', ' + C.percent(vt.total(id), vt.total(this.zoom)) + ' of zoomed frame';
     out.push(text);
     var lines = this.lines(id);
     if (lines.length) out.push('source: ' + lines.join(', '));
@@ -167,7 +168,7 @@
       if (id < 0) return;
       self.zoom = id;
       self.draw();
-      if (self.onPick) self.onPick(self.forest.top.frame[id]);
+      if (self.onPick) self.onPick(self.vt.frame(id));
     });
   };
 })();

@@ -10,7 +10,7 @@
 
   var state = { event: 0, range: null, merge: false, byCpu: false, threads: '', tab: 'tree', fn: '', q: '',
                 regex: false, exact: false, inverted: false, off: new Set() };
-  var m, timeline, flame, tables = {}, forests = new Map(), forest, weights;
+  var m, timeline, flame, tables = {}, forests = new Map(), forest;
   var api = window.view = { ready: false, lastRenderMs: -1, firstPaintMs: -1, loadMs: -1 };
 
   function readHash() {
@@ -70,10 +70,10 @@
   function update() {
     var t0 = performance.now(), on = threadOn();
     forest = currentForest();
-    weights = forest.select(state.range, on);
+    forest.select(state.range, on);
     flame.matcher = matcher();
     flame.inverted = state.inverted;
-    flame.show(forest, weights);
+    flame.show(forest);
     renderTab(on);
     timeline.setState(state.event, on, state.byCpu, state.range);
     updateMatched();
@@ -89,7 +89,8 @@
   }
 
   function updateMatched() {
-    $('pv-matched').textContent = flame.matcher ? 'Matched: ' + C.percent(flame.matched, weights.total[0]) + ' of selection' : '';
+    $('pv-matched').textContent = flame.matcher ? 'Matched: ' + C.percent(flame.matched, forest.top.total(0)) +
+      ' of selection (frames wide enough to draw)' : '';
   }
 
   function updateHidden() {
@@ -106,17 +107,16 @@
     var ev = m.events[state.event], unit = ev.weight === 'period' ? 'ns' : 'samples', fn = frameByName(state.fn);
     TABS.forEach(function (t) { $('pv-tab-' + t).hidden = t !== state.tab; });
     document.querySelectorAll('#pv-tabs button').forEach(function (b) { b.classList.toggle('on', b.getAttribute('data-tab') === state.tab); });
-    var mt = flame.matcher;
+    var mt = flame.matcher, key = state.event + ':' + state.merge, whole = forest.top.total(0);
     if (state.tab === 'tree') {
       tables.tree.matcher = mt; tables.tree.selectedFrame = fn;
-      tables.tree.show({ m: m, tree: forest.top, total: weights.total, samples: weights.samples, whole: weights.total[0],
-                         self: function (id) { return weights.self[id]; }, unit: unit, root: 0, label: 'Function (top-down)' });
+      tables.tree.show({ m: m, vt: forest.top, whole: whole, unit: unit, key: key, label: 'Function (top-down)' });
     } else if (state.tab === 'bottom') {
-      var b = forest.bottomUp();
+      var b = forest.bottomUp(), tree = forest.bottom;
       tables.bottom.matcher = mt; tables.bottom.selectedFrame = fn;
-      tables.bottom.show({ m: m, tree: forest.bottom, total: b.total, samples: b.samples, whole: weights.total[0],
-                           self: function (id) { return forest.bottom.parent[id] === 0 ? b.total[id] : null; },
-                           unit: unit, root: 0, label: 'Function (bottom-up: self time, then callers)' });
+      tables.bottom.show({ m: m, whole: whole, unit: unit, key: key, label: 'Function (bottom-up: self time, then callers)',
+                           vt: PV.arrayView(m, tree, b.total, b.samples,
+                                            function (id) { return tree.parent[id] === 0 ? b.total[id] : null; }) });
     } else if (state.tab === 'sandwich') {
       renderSandwich(fn, unit, mt);
     } else {
@@ -131,21 +131,21 @@
       api.sandwichData = null;
       return;
     }
-    var s = forest.sandwich(fn), whole = weights.total[0];
+    var s = forest.sandwich(fn), whole = forest.top.total(0), key = Math.random();  // fresh trees: fresh ids
     api.sandwichData = s;
     var total = s.calleeTotal[1] || 0;
     $('pv-sandwich-head').innerHTML = '<h3>' + PV.escapeHtml(PV.frameName(m, fn)) + '</h3><p>total ' + C.percent(total, whole) +
       ' (' + C.groupDigits(s.calleeSamples[1] || 0) + ' samples), self ' + C.percent(s.selfWeight, whole) + ' (' +
       C.groupDigits(s.selfSamples) + ' samples) of the selection</p>';
     tables.callers.matcher = tables.callees.matcher = mt;
-    tables.callers.show({ m: m, tree: s.callers, total: s.callerTotal, samples: s.callerSamples, whole: whole, self: null,
-                          unit: unit, root: 0, label: 'Callers (who calls it)' });
-    tables.callees.show({ m: m, tree: s.callees, total: s.calleeTotal, samples: s.calleeSamples, whole: whole,
-                          self: function (id) {
+    tables.callers.show({ m: m, whole: whole, unit: unit, key: key, label: 'Callers (who calls it)',
+                          vt: PV.arrayView(m, s.callers, s.callerTotal, s.callerSamples, null) });
+    tables.callees.show({ m: m, whole: whole, unit: unit, key: key, label: 'Callees (what it calls)',
+                          vt: PV.arrayView(m, s.callees, s.calleeTotal, s.calleeSamples, function (id) {
                             var own = s.calleeTotal[id];
                             s.callees.kids[id].forEach(function (k) { own -= s.calleeTotal[k]; });
                             return own;
-                          }, unit: unit, root: 0, label: 'Callees (what it calls)' });
+                          }) });
   }
 
   function pick(frame) {
@@ -259,11 +259,12 @@
     api.setMerge = function (on) { state.merge = on; $('pv-merge').checked = on; update(); };
     api.setTab = setTab;
     api.pick = function (name) { pick(frameByName(name)); };
-    api.flameTotal = function () { return { weight: weights.total[0], samples: weights.samples[0] }; };
+    api.flameTotal = function () { return { weight: forest.top.total(0), samples: forest.top.samples(0) }; };
     api.flameDrawn = function () {
+      var vt = forest.top;
       return flame.drawn.map(function (d) {
-        return { name: PV.frameName(m, forest.top.frame[d.id]), x: d.x, y: d.y, w: d.w, total: weights.total[d.id],
-                 samples: weights.samples[d.id], matched: flame.matches(d.id) };
+        return { name: PV.frameName(m, vt.frame(d.id)), x: d.x, y: d.y, w: d.w, total: vt.total(d.id),
+                 samples: vt.samples(d.id), matched: flame.matches(d.id) };
       });
     };
     api.tableRows = function (which) { return tables[which].rows(); };

@@ -11,7 +11,7 @@
     var rows = PV.rowRange(ev, range), lines = new Map(), offsets = new Map(), period = 0, samples = 0;
     for (var i = rows[0]; i < rows[1]; i++) {
       if (threadOn && !threadOn[ev.thread[i]]) continue;
-      var leaf = ev.stack[i], head = m.head[leaf];
+      var leaf = ev.pairStack[ev.pair[i]], head = m.head[leaf];
       if (m.frame[head] !== f) continue;
       var p = ev.period[i], c = ev.count ? ev.count[i] : 1;
       period += p; samples += c;

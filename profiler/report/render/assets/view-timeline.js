@@ -69,16 +69,17 @@
 
   Timeline.prototype.drawTracks = function () {
     var m = this.m, ev = m.events[this.event], width = this.width(), cols = width - LABEL;
-    var tracks = this.tracks, index = new Map();
-    tracks.forEach(function (t, k) { index.set(t, k); });
+    var tracks = this.tracks, index = new Map(), trackOf = new Int32Array(this.byCpu ? 65536 : m.threads.length);
+    tracks.forEach(function (t, k) { index.set(t, k); trackOf[t] = k; });
     var height = AXIS + tracks.length * TRACK;
     var ctx = setup(this.tracksCanvas, width, height);
     // density: weight per pixel column per track
     var acc = new Float64Array(tracks.length * cols), max = new Float64Array(tracks.length);
     var key = this.byCpu ? ev.cpu : ev.thread, scale = m.endNs > 0 ? cols / m.endNs : 0;
+    var byPeriod = ev.weight === 'period', count = ev.count;
     for (var i = 0; i < ev.time.length; i++) {
-      var k = index.get(key[i]), x = Math.min(cols - 1, Math.floor(ev.time[i] * scale));
-      var v = (acc[k * cols + x] += PV.rowWeight(ev, i));
+      var k = trackOf[key[i]], x = Math.min(cols - 1, Math.floor(ev.time[i] * scale));
+      var v = (acc[k * cols + x] += byPeriod ? ev.period[i] : count ? count[i] : 1);
       if (v > max[k]) max[k] = v;
     }
     this.drawAxis(ctx, width);

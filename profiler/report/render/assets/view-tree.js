@@ -21,7 +21,7 @@
         if (self.expanded.has(id)) self.expanded.delete(id); else self.expanded.add(id);
         self.render();
       } else {
-        self.selectedFrame = self.source.tree.frame[id];
+        self.selectedFrame = self.source.vt.frame(id);
         if (self.onPick) self.onPick(self.selectedFrame);
         self.render();
       }
@@ -29,13 +29,13 @@
   }
   PV.TreeTable = TreeTable;
 
-  // source: {m, tree, total[], samples[], self(id) or null, whole (the 100 %), unit, root,
-  //          label}; a new tree object resets what is expanded.
+  // source: {m, vt (a view tree, view-trees.js), whole (the 100 %), unit, key, label}; a new
+  // key (another tree, not another selection of the same) resets what is expanded.
   TreeTable.prototype.show = function (source) {
-    if (!this.source || source.tree !== this.source.tree || source.root !== this.source.root) {
-      this.expanded = new Set([source.root]);
+    if (!this.source || source.key !== this.source.key) {
+      this.expanded = new Set([source.vt.root]);
       this.source = source;
-      this.expandHot(source.root, 0);
+      this.expandHot(source.vt.root, 0);
     }
     this.source = source;
     this.render();
@@ -43,31 +43,27 @@
 
   // Open the heaviest path a few levels down, as long as it holds most of its parent.
   TreeTable.prototype.expandHot = function (id, depth) {
-    var s = this.source, kids = this.kids(id);
+    var vt = this.source.vt, kids = this.kids(id);
     if (!kids.length || depth > 12) return;
     this.expanded.add(id);
     var best = kids[0];
-    if (s.total[best] >= 0.5 * s.total[id]) { this.expanded.add(best); this.expandHot(best, depth + 1); }
+    if (vt.total(best) >= 0.5 * vt.total(id)) { this.expanded.add(best); this.expandHot(best, depth + 1); }
   };
 
   TreeTable.prototype.kids = function (id) {
-    var s = this.source, by = this.sort, m = s.m;
-    var kids = s.tree.kids[id].filter(function (k) { return s.total[k] > 0; });
-    kids.sort(function (a, b) {
-      if (by === 'name') {
-        var na = PV.frameName(m, s.tree.frame[a]), nb = PV.frameName(m, s.tree.frame[b]);
-        return na < nb ? -1 : na > nb ? 1 : 0;
-      }
-      if (by === 'self' && s.self) return (s.self(b) - s.self(a)) || (s.total[b] - s.total[a]);
-      return s.total[b] - s.total[a];
+    var vt = this.source.vt, by = this.sort;
+    var kids = Array.prototype.filter.call(vt.kids(id), function (k) { return vt.total(k) > 0; });
+    if (by === 'name') return kids;  // view trees list children by name
+    return kids.sort(function (a, b) {
+      if (by === 'self') return ((vt.self(b) || 0) - (vt.self(a) || 0)) || (vt.total(b) - vt.total(a));
+      return vt.total(b) - vt.total(a);
     });
-    return kids;
   };
 
   TreeTable.prototype.render = function () {
     var s = this.source;
     if (!s) return;
-    var rows = [], self = this, more = 0;
+    var vt = s.vt, rows = [], self = this, more = 0;
     (function walk(id, depth) {
       var kids = self.kids(id);
       for (var k = 0; k < kids.length; k++) {
@@ -75,19 +71,19 @@
         rows.push([kids[k], depth]);
         if (self.expanded.has(kids[k])) walk(kids[k], depth + 1);
       }
-    })(s.root, 0);
+    })(vt.root, 0);
     var unit = s.unit === 'ns' ? 'ms' : 'samples';
     var head = '<table class="tt"><thead><tr><th data-sort="total" class="num">Total</th>' +
       '<th data-sort="self" class="num">Self</th><th class="num">' + (unit === 'ms' ? 'Total ms' : 'Samples') +
       '</th><th data-sort="name">' + escapeHtml(s.label) + ' — sorted by ' + this.sort + '</th></tr></thead><tbody>';
     var body = rows.map(function (r) {
-      var id = r[0], fr = s.tree.frame[id], name = PV.frameName(s.m, fr), dso = PV.frameDso(s.m, fr);
-      var hasKids = s.tree.kids[id].some(function (k) { return s.total[k] > 0; });
+      var id = r[0], fr = vt.frame(id), name = PV.frameName(s.m, fr), dso = PV.frameDso(s.m, fr);
+      var hasKids = Array.prototype.some.call(vt.kids(id), function (k) { return vt.total(k) > 0; });
       var cls = (self.matcher && (self.matcher.test(name) || self.matcher.test(dso)) ? 'match ' : '') +
                 (fr === self.selectedFrame ? 'sel' : '');
-      var own = s.self ? s.self(id) : null;
-      var amount = unit === 'ms' ? (s.total[id] / 1e6).toFixed(3) : C.groupDigits(s.samples[id]);
-      return '<tr data-id="' + id + '" class="' + cls + '"><td class="num">' + C.percent(s.total[id], s.whole) +
+      var own = vt.self(id);
+      var amount = unit === 'ms' ? (vt.total(id) / 1e6).toFixed(3) : C.groupDigits(vt.samples(id));
+      return '<tr data-id="' + id + '" class="' + cls + '"><td class="num">' + C.percent(vt.total(id), s.whole) +
         '</td><td class="num">' + (own === null ? '' : C.percent(own, s.whole)) + '</td><td class="num">' + amount +
         '</td><td style="padding-left:' + (4 + 14 * r[1]) + 'px"><span class="tw">' +
         (hasKids ? (self.expanded.has(id) ? '▾' : '▸') : '·') + '</span> ' + escapeHtml(name) +
@@ -104,11 +100,11 @@
 
   // The rows a table shows now (for tests): [{name, total, self, samples, depth}].
   TreeTable.prototype.rows = function () {
-    var out = [], s = this.source;
+    var out = [], s = this.source, vt = s.vt;
     this.host.querySelectorAll('tr[data-id]').forEach(function (tr) {
       var id = +tr.getAttribute('data-id');
-      out.push({ id: id, name: PV.frameName(s.m, s.tree.frame[id]), dso: PV.frameDso(s.m, s.tree.frame[id]),
-                 total: s.total[id], self: s.self ? s.self(id) : null, samples: s.samples[id] });
+      out.push({ id: id, name: PV.frameName(s.m, vt.frame(id)), dso: PV.frameDso(s.m, vt.frame(id)),
+                 total: vt.total(id), self: vt.self(id), samples: vt.samples(id) });
     });
     return out;
   };
