@@ -280,3 +280,42 @@ def test_event_picker_offers_offcpu_and_wall(chromium: Any, tmp_path: Path) -> N
             doc = report_json(capture, "--event", event, "--no-children", "-g", "none")
             assert viewer.page.evaluate("view.flameTotal()")["weight"] == doc["total_period"]
         assert_quiet(viewer)
+
+
+def test_a_range_dragged_on_the_heat_map_gives_the_totals_of_report_time(view: Viewer, shares_capture: Path) -> None:
+    box = view.page.locator("#pv-heat").bounding_box()
+    left = box["x"] + 170
+    width = box["width"] - 170
+    view.page.mouse.move(left + 0.2 * width, box["y"] + 2)  # the first row of a column...
+    view.page.mouse.down()
+    view.page.mouse.move(left + 0.5 * width, box["y"] + 100)
+    view.page.mouse.move(left + 0.5 * width, box["y"] + 148)  # ... to the last row of another
+    view.page.mouse.up()
+    found = re.search(r"as report --time ([\d.]+),([\d.]+)", view.text("#pv-range"))
+    assert found
+    doc = report_json(shares_capture, "--time", f"{found.group(1)},{found.group(2)}", "--no-children", "-g", "none")
+    assert view.page.evaluate("view.flameTotal()")["samples"] == doc["total_samples"] > 0
+    assert_quiet(view)
+
+
+def test_tracks_per_cpu(view: Viewer) -> None:
+    assert view.page.evaluate("view.tracks()")[0].startswith("shares-")
+    view.page.check("#pv-bycpu")
+    tracks = view.page.evaluate("view.tracks()")
+    assert tracks and all(t.startswith("CPU ") for t in tracks)
+    assert "cpu=1" in view.page.evaluate("location.hash")
+    assert_quiet(view)
+
+
+def test_a_reduced_file_says_so_and_keeps_every_sample(chromium: Any, tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from bench_decode import write_capture
+
+    capture, out = tmp_path / "big.prof", tmp_path / "view.html"
+    write_capture(capture, 6000, depth=4, per_frame=1000)
+    profiler("view", "-i", capture, "-o", out, "--max-rows", "1000")
+    for viewer in open_view(chromium, out):
+        text = viewer.text("#pv-range")
+        assert "detail reduced: 6,000 samples kept in" in text and "buckets (--max-rows)" in text
+        assert viewer.page.evaluate("view.flameTotal()")["samples"] == 6000
+        assert_quiet(viewer)

@@ -268,6 +268,9 @@
       });
     };
     api.tableRows = function (which) { return tables[which].rows(); };
+    api.tracks = function () {
+      return timeline.tracks.map(function (t) { return state.byCpu ? 'CPU ' + t : PV.threadLabel(m, t); });
+    };
     // The sandwich of the picked function as nested {name: [samples, period, {children}]}.
     api.sandwich = function (depth) {
       var s = api.sandwichData;
