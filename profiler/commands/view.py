@@ -31,14 +31,14 @@ def command(output: str, title: str | None, no_source: bool, max_rows: int, anno
     and source/assembly of that range. Every event of the capture (or the one --event names),
     offcpu and wall included. No network access needed."""
     from profiler.report.capture import Capture
-    from profiler.report.pipeline import load_events, on_capture_clock
+    from profiler.report.pipeline import load_events
     from profiler.report.render.view import ViewOptions, build_view, render_view
     from profiler.report.render.viewmarkers import capture_markers
 
     options = load_options(kwargs)
     capture = Capture(options.input, options.callchains)
     profiles = load_events(options, warn, capture, what="view")
-    markers = capture_markers(capture, on_capture_clock(options, capture), min(p.start_ns for p in profiles))
+    markers = capture_markers(capture, min(p.start_ns for p in profiles))
     view = build_view(profiles, markers, capture.info.describe_target(),
                       ViewOptions(title=title, source=not no_source, max_rows=max_rows, annotate=annotate_top,
                                   symfs=options.symfs))

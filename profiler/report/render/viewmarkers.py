@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from profiler.format import records as R
 from profiler.report.capture import Capture
-from profiler.report.options import LoadOptions
 from profiler.report.render.viewdata import Marker
 
 #: At most this many markers of one kind go into the file (the page says when more were left out).
 MAX_PER_KIND = 20_000
 
 
-def capture_markers(capture: Capture, options: LoadOptions, t0: int) -> list[Marker]:
-    """Every marker of the capture, in time order; ``t0`` is the page's time origin (ns).
-    Records without a time (synthesized at the start) are not markers."""
-    del options  # the markers of every thread are kept: the page filters threads itself
+def capture_markers(capture: Capture, t0: int) -> list[Marker]:
+    """Every marker of the capture (of every thread: the page filters threads itself), in time
+    order; ``t0`` is the page's time origin (ns). Records without a time (synthesized at the
+    start) are not markers."""
     out: list[Marker] = []
     counts: dict[str, int] = {}
     for other in capture.data.others:

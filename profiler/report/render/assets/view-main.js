@@ -100,6 +100,10 @@
     var fileNotes = [];
     if (!ev.hasCallchains) fileNotes.push('this event has no call chains (record with -g): its trees are one level deep');
     m.doc.markers.forEach(function (mk) { if (mk[0] === 'note') fileNotes.push(m.strings[mk[3]]); });
+    if (timeline.untrackedMarkers) {
+      fileNotes.push(C.groupDigits(timeline.untrackedMarkers) + ' markers (exec, fork, exit...) are on threads ' +
+                     'without samples of this event: not drawn');
+    }
     $('pv-notes').textContent = fileNotes.join(' · ');
   }
 

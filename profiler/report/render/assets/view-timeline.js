@@ -99,6 +99,7 @@
         }
       }
     }
+    this.untrackedMarkers = 0;
     if (!this.byCpu) { this.drawOffCpu(ctx, index); this.drawMarkers(ctx, index); }
     this.drawSelection(ctx, height);
   };
@@ -133,15 +134,17 @@
   };
 
   Timeline.prototype.drawMarkers = function (ctx, index) {
-    var marks = this.m.doc.markers;
+    var marks = this.m.doc.markers, untracked = 0;
     for (var j = 0; j < marks.length; j++) {
       var mk = marks[j], k = mk[2] >= 0 ? index.get(mk[2]) : -1;
-      if (k === undefined) continue;
+      if (mk[0] === 'note') continue;
+      if (k === undefined) { untracked++; continue; }
       var x = this.xOf(mk[1]), y = k < 0 ? AXIS - 6 : AXIS + k * TRACK;
       ctx.fillStyle = MARK_COLORS[mk[0]] || '#333';
       ctx.beginPath();
       ctx.moveTo(x - 3, y); ctx.lineTo(x + 3, y); ctx.lineTo(x, y + 6); ctx.fill();
     }
+    this.untrackedMarkers = untracked;  // on threads without samples of this event: said below the heat map
   };
 
   Timeline.prototype.drawSelection = function (ctx, height) {
