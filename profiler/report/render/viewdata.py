@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.report.profile import Profile
+from profiler.report.render import utf8
 
 KINDS: tuple[str, ...] = ("user", "kernel", "jit", "unknown", "state")
 
@@ -257,6 +258,7 @@ def pack(view: ViewData) -> bytes:
         index[name] = len(body)
         body.extend(values.tobytes())
     view.doc["columns"] = index
-    text = json.dumps(view.doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    # names that are not UTF-8 (surrogate escapes) as \xNN, the one rule of render/utf8.py
+    text = utf8.json_text(json.dumps(view.doc, separators=(",", ":"), ensure_ascii=True)).encode("ascii")
     text += b" " * (-(4 + len(text)) % 8)
     return struct.pack("<I", len(text)) + text + bytes(body)

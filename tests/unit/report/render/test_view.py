@@ -103,3 +103,11 @@ def test_markers_and_threads(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     html = out.read_text()
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
     assert "http://" not in html.split('id="pv-data"')[0].replace("http-equiv", "")
+
+
+def test_names_that_are_not_utf8_follow_the_one_rule(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    capture = Path(__file__).resolve().parents[4] / "fixtures" / "captures" / "nonutf8-name.prof"
+    out = tmp_path / "view.html"
+    view(capsys, str(capture), out)
+    strings = read_view(out).doc["strings"]
+    assert any("\\x" in s for s in strings)  # render/utf8.py: bytes that are not UTF-8 as \xNN
