@@ -1,6 +1,7 @@
 """``profiler view`` at scale: file size, first paint, range re-render and page memory.
 
-    make bench-view            (or: python benchmarks/bench_view.py [--samples N] [--threads T])
+    make bench-view            (or: python benchmarks/bench_view.py [--samples N] [--threads T]
+                                [--record-seconds S: also a real system-wide recording])
 
 Writes a synthetic capture (the format's own encoder: N samples over T threads, each with its
 COMM record, 4000 distinct depth-8..20 stacks over 3000 functions named by the capture's kallsyms
@@ -167,33 +168,47 @@ def measure_page(html: Path, selections: int) -> dict[str, Any]:
             "js_heap_mb": heap.get("JSHeapUsedSize", 0) / 2**20, "renderer_pss_mb": pss}
 
 
+def measure(capture: Path, d: Path, selections: int) -> None:
+    """The view of ``capture`` and the two exports beside it, then the page in Chromium."""
+    html = d / (capture.stem + ".html")
+    took = profiler("view", "-i", str(capture), "-o", str(html))
+    print(f"profiler view: {took:.1f} s, file {html.stat().st_size / 1e6:.1f} MB (goal <= 20 MB)")
+    for fmt in ("firefox", "speedscope"):
+        out = d / f"{capture.stem}.{fmt}.json"
+        took = profiler("export", "-f", fmt, "-i", str(capture), "-o", str(out))
+        print(f"export -f {fmt}: {took:.1f} s, file {out.stat().st_size / 1e6:.1f} MB "
+              f"({gz_size(out) / 1e6:.1f} MB gzip'd)")
+    r = measure_page(html, selections)
+    print(f"page: data inflated and decoded in {r['load_ms']:.0f} ms, first render {r['first_render_ms']:.0f} ms, "
+          f"first paint {r['first_paint_ms']:.0f} ms (goal <= 1500)")
+    print(f"range selection, flame graph + call tree to paint: median {r['select_median_ms']:.0f} ms, "
+          f"worst {r['select_max_ms']:.0f} ms of {selections} (goal <= 250)")
+    print(f"merging threads: {r['merge_ms']:.0f} ms; opening bottom-up with threads apart: "
+          f"{r['bottom_up_ms']:.0f} ms")
+    print(f"page memory: renderer PSS {r['renderer_pss_mb']:.0f} MB, JS heap {r['js_heap_mb']:.0f} MB "
+          f"(goal <= 400 MB)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=1_000_000)
     parser.add_argument("--threads", type=int, default=64)
     parser.add_argument("--selections", type=int, default=12)
+    parser.add_argument("--record-seconds", type=float, default=0.0,
+                        help="also record the whole machine (-a -g) for this long and measure its view")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        capture, html = d / "big.prof", d / "view.html"
+        capture = d / "synthetic.prof"
         write_capture(capture, args.samples, args.threads)
         print(f"capture: {args.samples:,} samples, {args.threads} threads, {capture.stat().st_size / 1e6:.1f} MB")
-        took = profiler("view", "-i", str(capture), "-o", str(html))
-        print(f"profiler view: {took:.1f} s, file {html.stat().st_size / 1e6:.1f} MB (goal <= 20 MB)")
-        for fmt, name in (("firefox", "firefox.json"), ("speedscope", "speedscope.json")):
-            out = d / name
-            took = profiler("export", "-f", fmt, "-i", str(capture), "-o", str(out))
-            print(f"export -f {fmt}: {took:.1f} s, file {out.stat().st_size / 1e6:.1f} MB "
-                  f"({gz_size(out) / 1e6:.1f} MB gzip'd)")
-        r = measure_page(html, args.selections)
-        print(f"page: data inflated and decoded in {r['load_ms']:.0f} ms, first render {r['first_render_ms']:.0f} ms, "
-              f"first paint {r['first_paint_ms']:.0f} ms (goal <= 1500)")
-        print(f"range selection, flame graph + call tree to paint: median {r['select_median_ms']:.0f} ms, "
-              f"worst {r['select_max_ms']:.0f} ms of {args.selections} (goal <= 250)")
-        print(f"merging threads: {r['merge_ms']:.0f} ms; opening bottom-up with threads apart: "
-              f"{r['bottom_up_ms']:.0f} ms")
-        print(f"page memory: renderer PSS {r['renderer_pss_mb']:.0f} MB, JS heap {r['js_heap_mb']:.0f} MB "
-              f"(goal <= 400 MB)")
+        measure(capture, d, args.selections)
+        if args.record_seconds > 0:
+            real = d / "system.prof"
+            subprocess.run([sys.executable, "-m", "profiler", "record", "-q", "-a", "-g", "-o", str(real), "--",
+                            "sleep", str(args.record_seconds)], check=True, capture_output=True)
+            print(f"\nreal capture: record -a -g for {args.record_seconds:g} s, {real.stat().st_size / 1e6:.1f} MB")
+            measure(real, d, args.selections)
         print("(a shared 2-core VM: timings vary from run to run)")
 
 

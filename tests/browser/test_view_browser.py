@@ -225,9 +225,11 @@ def test_source_and_assembly_shares_equal_annotate(view: Viewer, shares_capture:
     assert_quiet(view)
 
 
-def test_search_highlights_in_every_view(view: Viewer) -> None:
+def test_search_highlights_in_every_view(view: Viewer, shares_capture: Path) -> None:
     view.page.fill("#pv-search", "work_b")
     assert "Matched: " in view.text("#pv-matched")
+    children = functions_by_report(shares_capture)["work_b"][0]  # samples whose stacks hold work_b
+    assert view.page.evaluate("view.matchedWeight()") == children
     matched = [f["name"] for f in view.page.evaluate("view.flameDrawn()") if f["matched"]]
     assert matched == ["work_b"]
     assert view.page.locator("#pv-tab-tree tr.match").count() >= 1

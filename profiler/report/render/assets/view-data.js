@@ -204,19 +204,24 @@
     return this.top;
   };
 
-  // One thread's weights over the merged tree (for a tree that keeps threads apart).
-  Forest.prototype.threadWeights = function (g) {
-    var m = this.m, ev = this.ev, t = this.t, size = m.merged.size, parent = m.merged.parent;
-    var total = new Float64Array(size), self = new Float64Array(size), samples = new Float64Array(size);
+  // One thread's weights over the merged tree (for a tree that keeps threads apart), into the
+  // buffers of ``into`` ({total, self, samples} of the merged tree's size, zero): the nodes it
+  // touches are listed in into.touched, so that the buffers can be cleared cheaply.
+  Forest.prototype.threadWeights = function (g, into) {
+    var m = this.m, ev = this.ev, t = this.t, parent = m.merged.parent;
+    var total = into.total, self = into.self, samples = into.samples, touched = into.touched;
     var run0 = ev.pairsOf[2 * g], run1 = ev.pairsOf[2 * g + 1];
     for (var p = run0; p < run1; p++) {
       var w = t.W[p], s = t.S[p];
       if (!w && !s) continue;
       var leaf = m.mergedOf[ev.pairStack[p]];
       self[leaf] += w;
-      for (var id = leaf; id > 0; id = parent[id]) { total[id] += w; samples[id] += s; }
+      for (var id = leaf; id > 0; id = parent[id]) {
+        if (total[id] === 0 && samples[id] === 0) touched.push(id);
+        total[id] += w; samples[id] += s;
+      }
     }
-    return { total: total, self: self, samples: samples };
+    return into;
   };
 
   // The frames of a pair's stack, root first (with the thread's synthetic frame first when
@@ -274,6 +279,22 @@
     return { callees: callees, calleeTotal: ce, calleeSamples: cs, calleePeriod: cp, callers: callers,
              callerTotal: cr, callerSamples: rs, callerPeriod: rp, selfWeight: selfW, selfSamples: selfS,
              selfPeriod: selfP };
+  };
+
+  // The selection's weight whose stacks hold a frame that matches (each sample once), with
+  // threads' synthetic frames matched too when they are kept apart.
+  Forest.prototype.matchedWeight = function (matcher) {
+    var m = this.m, ev = this.ev, t = this.t, hit = new Uint8Array(m.nFrames), sum = 0;
+    for (var f = 0; f < m.nFrames; f++) {
+      hit[f] = matcher.test(PV.frameName(m, f)) || matcher.test(PV.frameDso(m, f)) ? 1 : 0;
+    }
+    for (var p = 0; p < t.W.length; p++) {
+      if (!t.W[p]) continue;
+      var found = !this.merge && matcher.test(PV.threadLabel(m, ev.pairThread[p]));
+      for (var n = ev.pairStack[p]; n >= 0 && !found; n = m.prefix[n]) found = hit[m.frame[n]] === 1;
+      if (found) sum += t.W[p];
+    }
+    return sum;
   };
 
   // Per function: self and total (each sample once per function) over the selection.

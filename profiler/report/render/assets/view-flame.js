@@ -10,7 +10,7 @@
     this.canvas = canvas; this.ctx = canvas.getContext('2d'); this.tooltip = tooltip; this.details = details;
     this.onPick = onPick;
     this.zoom = 0; this.inverted = false; this.matcher = null; this.drawn = [];
-    this.hidden = 0; this.matched = 0;
+    this.hidden = 0;
     this.bind();
   }
   PV.Flame = Flame;
@@ -73,7 +73,7 @@
   };
 
   Flame.prototype.draw = function () {
-    var t0 = performance.now(), vt = this.vt, width = Math.max(1, this.canvas.clientWidth), self = this;
+    var t0 = performance.now(), vt = this.vt, width = Math.max(1, this.canvas.clientWidth);
     var boxes = [];
     var maxDepth = this.walk(width, function (id, x, w, depth) { boxes.push(id, x, w, depth); });
     this.maxDepth = maxDepth;
@@ -86,16 +86,9 @@
     ctx.textBaseline = 'middle';
     this.charWidth = ctx.measureText('MMMMMMMMMM').width / 10 || 7;
     this.drawn = [];
-    this.matched = 0;
     var d = this.depthOf(this.zoom) - 1;
     for (var a = vt.parent(this.zoom); a >= 0; a = vt.parent(a), d--) this.frame(a, 0, width, d, true);
-    var matchedDepth = -1;  // inside a matched frame, nested matches are not counted again
-    for (var k = 0; k < boxes.length; k += 4) {
-      var id = boxes[k], depth = boxes[k + 3];
-      if (matchedDepth >= 0 && depth <= matchedDepth) matchedDepth = -1;
-      if (matchedDepth < 0 && self.matches(id)) { this.matched += vt.total(id); matchedDepth = depth; }
-      this.frame(id, boxes[k + 1], boxes[k + 2], depth, false);
-    }
+    for (var k = 0; k < boxes.length; k += 4) this.frame(boxes[k], boxes[k + 1], boxes[k + 2], boxes[k + 3], false);
     this.drawMs = performance.now() - t0;
   };
 

@@ -13,6 +13,7 @@
 
   function Timeline(m, els, onSelect) {
     this.m = m; this.tracksCanvas = els.tracks; this.heatCanvas = els.heat; this.info = els.info;
+    this.trackSel = els.trackSel; this.heatSel = els.heatSel;  // the selection, drawn over the two
     this.onSelect = onSelect; this.range = null; this.drag = null;
     this.event = 0; this.threadOn = null; this.byCpu = false;
     this.offcpu = -1;
@@ -23,7 +24,9 @@
 
   Timeline.prototype.setState = function (event, threadOn, byCpu, range) {
     this.event = event; this.threadOn = threadOn; this.byCpu = byCpu; this.range = range;
-    this.tracks = this.trackList();
+    var key = event + '|' + byCpu;
+    if (!this.trackCache || this.trackCache.key !== key) this.trackCache = { key: key, tracks: this.trackList() };
+    this.tracks = this.trackCache.tracks;
     this.draw();
   };
 
@@ -48,11 +51,12 @@
     return Math.max(0, Math.min(this.m.endNs, (x - LABEL) / w * this.m.endNs));
   };
 
+  // A canvas of width x height CSS pixels, cleared; its backing store is only re-made when the
+  // size changes (a selection redraws the same canvases many times).
   function setup(canvas, width, height) {
-    var ratio = window.devicePixelRatio || 1;
+    var ratio = window.devicePixelRatio || 1, w = Math.round(width * ratio), h = Math.round(height * ratio);
     canvas.style.height = height + 'px';
-    canvas.width = Math.round(width * ratio);
-    canvas.height = Math.round(height * ratio);
+    if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
     var ctx = canvas.getContext('2d');
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, width, height);
@@ -67,12 +71,27 @@
     this.describe();
   };
 
+  // What the tracks show depends on the event, the threads shown, the layout and the width,
+  // not on the selection: it is drawn again only when one of those changes; the selection is
+  // a box over it (#pv-tracks-sel).
+  Timeline.prototype.imageKey = function () {
+    return [this.event, this.byCpu, this.width(), window.devicePixelRatio || 1,
+            this.threadOn ? Array.prototype.join.call(this.threadOn, '') : ''].join('|');
+  };
+
   Timeline.prototype.drawTracks = function () {
-    var m = this.m, ev = m.events[this.event], width = this.width(), cols = width - LABEL;
+    var width = this.width(), height = AXIS + this.tracks.length * TRACK, key = this.imageKey();
+    if (this.drawnKey !== key) {
+      this.renderTracks(setup(this.tracksCanvas, width, height), width);
+      this.drawnKey = key;
+    }
+    this.drawSelection(height);
+  };
+
+  Timeline.prototype.renderTracks = function (ctx, width) {
+    var m = this.m, ev = m.events[this.event], cols = width - LABEL;
     var tracks = this.tracks, index = new Map(), trackOf = new Int32Array(this.byCpu ? 65536 : m.threads.length);
     tracks.forEach(function (t, k) { index.set(t, k); trackOf[t] = k; });
-    var height = AXIS + tracks.length * TRACK;
-    var ctx = setup(this.tracksCanvas, width, height);
     // density: weight per pixel column per track
     var acc = new Float64Array(tracks.length * cols), max = new Float64Array(tracks.length);
     var key = this.byCpu ? ev.cpu : ev.thread, scale = m.endNs > 0 ? cols / m.endNs : 0;
@@ -101,7 +120,6 @@
     }
     this.untrackedMarkers = 0;
     if (!this.byCpu) { this.drawOffCpu(ctx, index); this.drawMarkers(ctx, index); }
-    this.drawSelection(ctx, height);
   };
 
   Timeline.prototype.drawAxis = function (ctx, width) {
@@ -147,14 +165,15 @@
     this.untrackedMarkers = untracked;  // on threads without samples of this event: said below the heat map
   };
 
-  Timeline.prototype.drawSelection = function (ctx, height) {
+  Timeline.prototype.drawSelection = function (height) {
     var r = this.drag ? [Math.min(this.drag[0], this.drag[1]), Math.max(this.drag[0], this.drag[1])] : this.range;
+    var box = this.trackSel;
+    box.hidden = !r;
     if (!r) return;
     var x0 = this.xOf(r[0]), x1 = this.xOf(r[1]);
-    ctx.fillStyle = 'rgba(40, 90, 220, 0.16)';
-    ctx.fillRect(x0, 0, Math.max(1, x1 - x0), height);
-    ctx.fillStyle = 'rgb(40, 90, 220)';
-    ctx.fillRect(x0, 0, 1, height); ctx.fillRect(x1, 0, 1, height);
+    box.style.left = x0 + 'px';
+    box.style.width = Math.max(2, x1 - x0 + 1) + 'px';
+    box.style.height = height + 'px';
   };
 
   // --- the heat map ----------------------------------------------------------------------
@@ -164,35 +183,50 @@
     return { column: column, cols: Math.max(1, Math.ceil((this.m.endNs + 1) / column)), cell: column / ROWS };
   };
 
+  // The heat map: its cells drawn again only when the event, the threads or the width change;
+  // the selection is drawn on a canvas over it, one rectangle per column it covers.
   Timeline.prototype.drawHeat = function () {
-    var m = this.m, ev = m.events[this.event], L = this.heatLayout(), width = this.width();
-    var height = ROWS * CELL_H + 14, ctx = setup(this.heatCanvas, width, height);
-    var counts = new Float64Array(L.cols * ROWS), max = 0, on = this.threadOn;
+    var L = this.heatLayout(), width = this.width(), height = ROWS * CELL_H + 14, key = this.imageKey();
+    var cw = (width - LABEL) / L.cols;
+    if (this.heatKey !== key) {
+      this.renderHeat(setup(this.heatCanvas, width, height), L, cw);
+      this.heatKey = key;
+    }
+    var ctx = setup(this.heatSel, width, height), sel = this.range;
+    this.heatCanvas.style.width = this.heatSel.style.width = width + 'px';
+    if (sel) {
+      ctx.fillStyle = 'rgba(40, 90, 220, 0.28)';
+      var c0 = Math.floor(sel[0] / L.column), c1 = Math.min(L.cols - 1, Math.floor(sel[1] / L.column));
+      for (var c = c0; c <= c1; c++) {
+        var r0 = c === c0 ? Math.floor((sel[0] - c * L.column) / L.cell) : 0;
+        var r1 = c === c1 ? Math.min(ROWS - 1, Math.floor((sel[1] - c * L.column) / L.cell)) : ROWS - 1;
+        ctx.fillRect(LABEL + c * cw, r0 * CELL_H, Math.max(1, cw - 1), (r1 - r0 + 1) * CELL_H);
+      }
+    }
+    this.heat = { layout: L, cw: cw };
+  };
+
+  Timeline.prototype.renderHeat = function (ctx, L, cw) {
+    var ev = this.m.events[this.event], counts = new Float64Array(L.cols * ROWS), max = 0, on = this.threadOn, c, r;
     for (var i = 0; i < ev.time.length; i++) {
       if (on && !on[ev.thread[i]]) continue;
-      var c = Math.floor(ev.time[i] / L.column), r = Math.min(ROWS - 1, Math.floor((ev.time[i] - c * L.column) / L.cell));
+      c = Math.floor(ev.time[i] / L.column);
+      r = Math.min(ROWS - 1, Math.floor((ev.time[i] - c * L.column) / L.cell));
       var v = (counts[c * ROWS + r] += PV.rowWeight(ev, i));
       if (v > max) max = v;
     }
-    var cw = (width - LABEL) / L.cols;
     ctx.fillStyle = '#555';
     ctx.fillText('heat map', 4, 8);
     ctx.fillText('column ' + fmtSeconds(L.column / 1e9), 4, 24);
     ctx.fillText('row ' + fmtSeconds(L.cell / 1e9), 4, 40);
-    var sel = this.range;
     for (c = 0; c < L.cols; c++) {
       for (r = 0; r < ROWS; r++) {
-        var n = counts[c * ROWS + r], t0 = c * L.column + r * L.cell;
-        var inSel = sel && t0 + L.cell > sel[0] && t0 <= sel[1];
-        if (n <= 0 && !inSel) continue;
-        var f = max > 0 ? n / max : 0;
-        ctx.fillStyle = n > 0 ? 'hsl(' + (40 - 40 * f).toFixed(0) + ', 90%, ' + (92 - 47 * f).toFixed(0) + '%)'
-                              : 'rgba(40, 90, 220, 0.12)';
+        var n = counts[c * ROWS + r], f = max > 0 ? n / max : 0;
+        if (n <= 0) continue;
+        ctx.fillStyle = 'hsl(' + (40 - 40 * f).toFixed(0) + ', 90%, ' + (92 - 47 * f).toFixed(0) + '%)';
         ctx.fillRect(LABEL + c * cw, r * CELL_H, Math.max(1, cw - 1), CELL_H - 0.5);
-        if (inSel && n > 0) { ctx.fillStyle = 'rgba(40, 90, 220, 0.25)'; ctx.fillRect(LABEL + c * cw, r * CELL_H, Math.max(1, cw - 1), CELL_H - 0.5); }
       }
     }
-    this.heat = { layout: L, cw: cw };
   };
 
   function fmtSeconds(s) {

@@ -4,7 +4,7 @@
 (function () {
   'use strict';
   var PV = window.PV, C = window.FlameCommon;
-  var MAX_ROWS = 3000;
+  var MAX_ROWS = 600;  // rows listed at most (the rest is said): a longer table costs more to lay out than the trees
 
   // host: the element to fill; onPick(frame): a row was clicked.
   function TreeTable(host, onPick) {

@@ -45,11 +45,24 @@
     var x = id - 1 - this.T;
     return [Math.floor(x / this.M), x % this.M];
   };
+  // Thread g's weights, from a few reused buffers (a draw walks the threads one after another).
   ThreadTree.prototype.weights = function (g) {
     var w = this.cache.get(g);
     if (!w) {
-      if (this.cache.size >= CACHED_THREADS) this.cache.delete(this.cache.keys().next().value);
-      w = this.forest.threadWeights(g);
+      if (this.cache.size >= CACHED_THREADS) {
+        var oldest = this.cache.keys().next().value;
+        w = this.cache.get(oldest);
+        this.cache.delete(oldest);
+        for (var k = 0; k < w.touched.length; k++) {
+          var id = w.touched[k];
+          w.total[id] = 0; w.self[id] = 0; w.samples[id] = 0;
+        }
+        w.touched.length = 0;
+      } else {
+        var M = this.M;
+        w = { total: new Float64Array(M), self: new Float64Array(M), samples: new Float64Array(M), touched: [] };
+      }
+      this.forest.threadWeights(g, w);
       this.cache.set(g, w);
     }
     return w;
