@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed
 # COUNT mutations; failures saved under out/fuzz-failures). The suite runs a short fixed-seed one.
 COUNT ?= 20000
 
-.PHONY: fuzz demo test check venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-lost bench-debuginfod bench-scale bench-diff bench-flight bench-offcpu clean
+.PHONY: fuzz demo test check venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-lost bench-debuginfod bench-scale bench-diff bench-flight bench-offcpu bench-view clean
 
 venv: $(STAMP)
 
@@ -97,7 +97,7 @@ fuzz: venv
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-lost bench-decode bench-record bench-report bench-scale bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export bench-stat bench-debuginfod bench-diff bench-offcpu bench-flight
+bench: bench-lost bench-decode bench-record bench-report bench-scale bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export bench-stat bench-debuginfod bench-diff bench-offcpu bench-flight bench-view
 
 bench-lost: venv fixtures
 	$(PY) benchmarks/bench_lost.py
@@ -143,6 +143,11 @@ bench-demangle: venv
 
 bench-dwarf: venv fixtures
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_dwarf.py
+
+# profiler view on a 1M-sample, 64-thread capture: file size (and the Firefox Profiler and
+# speedscope exports' for comparison), first paint, range re-render and memory in headless Chromium.
+bench-view: venv browser-deps
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_view.py
 
 bench-export: venv
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_export.py

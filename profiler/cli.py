@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "script": ("script", "Print every sample in perf script's text layout."),
     "diff": ("diff", "Compare captures as perf diff does (two builds too); --fail-on for CI."),
     "flamegraph": ("flamegraph", "Write a self-contained interactive HTML flame graph."),
+    "view": ("view", "Write one offline HTML file: timeline, flame graph, call trees and source together."),
     "export": ("export", "Export a capture: folded stacks, speedscope, pprof, Firefox Profiler, OTLP."),
     "annotate": ("annotate", "Disassemble a function with the share of samples per instruction and line."),
     "push": ("push", "Send a capture's profile to an OTLP receiver or a Pyroscope server."),

@@ -418,7 +418,7 @@ def page_html(title: str, subtitle_text: str, payload: dict[str, object], legend
         "TITLE": html.escape(utf8.text(title)),
         "SUBTITLE": html.escape(utf8.text(subtitle_text)),
         "CSS": read_asset("flamegraph.css"),
-        "JS": read_asset("flamegraph.js"),
+        "JS": read_asset("flamecommon.js") + read_asset("flamegraph.js"),
         "DATA": data,
         "LEGEND": legend,
     }

@@ -11,8 +11,9 @@
 
   var ROW = 18;          // row height in CSS pixels
   var MIN_PX = 0.35;     // narrower frames (and their subtrees) are not drawn
-  var FONT = '12px ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace';
-  var MATCH_COLOR = 'rgb(224, 64, 224)';
+  var C = window.FlameCommon;  // flamecommon.js: colours, formatting, search
+  var FONT = C.FONT;
+  var MATCH_COLOR = C.MATCH_COLOR;
 
   var data = JSON.parse(document.getElementById('fg-data').textContent);
   var meta = data.meta, strings = data.strings, kinds = data.kinds, frames = data.frames;
@@ -72,38 +73,18 @@
     var inherited = parent[w] >= 0 ? waitOf[parent[w]] : '';
     if (kindOf(w) === 'state') {
       var label = nameOf(w);
-      inherited = label.indexOf('[blocked') === 0 ? 'blocked' : label.indexOf('[runnable') === 0 ? 'runnable' : '';
+      inherited = C.waitOfLabel(label);
     }
     waitOf[w] = inherited;
   }
 
-  // Colours: hue family by kind, exact hue and shade from an FNV-1a hash of the name.
-  function hash(text) {
-    var h = 0x811c9dc5;
-    for (var k = 0; k < text.length; k++) {
-      h ^= text.charCodeAt(k);
-      h = Math.imul(h, 0x01000193) >>> 0;
-    }
-    return h >>> 0;
-  }
   var colorCache = {};
   function frameColor(i) {
     if (diff) return diffColor(change(i));
     var fi = F[i], wait = waitOf[i];
     var c = colorCache[wait + fi];
     if (c) return c;
-    var h = hash(nameOf(i)), a = (h & 0xffff) / 0xffff, b = (h >>> 16) / 0xffff;
-    // off-CPU frames in their own colours, whatever their kind: blocked blue, runnable violet
-    if (wait === 'blocked') return (colorCache[wait + fi] = hsl(234 + 16 * a, 72 + 10 * b, 70 + 8 * b));
-    if (wait === 'runnable') return (colorCache[wait + fi] = hsl(272 + 20 * a, 45 + 12 * b, 70 + 8 * b));
-    switch (kindOf(i)) {
-      case 'user': c = hsl(8 + 42 * a, 78 + 12 * b, 54 + 10 * b); break;
-      case 'kernel': c = hsl(192 + 32 * a, 58 + 12 * b, 56 + 10 * b); break;
-      case 'jit': c = hsl(92 + 40 * a, 45 + 12 * b, 50 + 10 * b); break;
-      case 'unknown': c = hsl(0, 0, 62 + 14 * a); break;
-      case 'state': c = hsl(140, 40, 62 + 8 * a); break;   // [running]
-      default: c = hsl(262, 16, 72 + 8 * a); break;   // root and process frames
-    }
+    c = C.kindColor(kindOf(i), nameOf(i), wait);
     colorCache[wait + fi] = c;
     return c;
   }
@@ -116,12 +97,7 @@
     if (pp < 0) return 'rgb(' + fade + ', ' + fade + ', 255)';
     return 'rgb(235, 235, 235)';
   }
-  function hsl(h, s, l) {
-    return 'hsl(' + h.toFixed(1) + ', ' + s.toFixed(1) + '%, ' + l.toFixed(1) + '%)';
-  }
-
-  function groupDigits(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ','); }
-  function percent(part, whole) { return whole > 0 ? (100 * part / whole).toFixed(2) + '%' : '0.00%'; }
+  var groupDigits = C.groupDigits, percent = C.percent;
 
   var canvas = document.getElementById('fg-canvas');
   var ctx = canvas.getContext('2d');
@@ -304,20 +280,10 @@
 
   // Matches a frame's name or its DSO; case-insensitive unless "Match case" is checked.
   function compileSearch() {
-    var text = searchBox.value;
-    var exact = caseBox.checked;
     searchBox.classList.remove('invalid');
-    if (!text) return null;
-    if (!regexBox.checked) {
-      var needle = exact ? text : text.toLowerCase();
-      return { test: function (s) { return (exact ? s : s.toLowerCase()).indexOf(needle) >= 0; } };
-    }
-    try {
-      return new RegExp(text, exact ? '' : 'i');
-    } catch (e) {
-      searchBox.classList.add('invalid');
-      return undefined;
-    }
+    var matcher = C.compileSearch(searchBox.value, regexBox.checked, caseBox.checked);
+    if (matcher === undefined) searchBox.classList.add('invalid');
+    return matcher;
   }
 
   // Sum of matched weight under node `top`, each sample once: a match's subtree is skipped.
