@@ -37,6 +37,7 @@ from profiler.record.options import DEFAULT_FREQ, OFFCPU_TRACEPOINT, RecordOptio
 from profiler.record.result import RecordResult
 from profiler.record.session import OpenedEvent, Session
 from profiler.record.rotate import Totals, carry_sideband, process_tree, rotation_for, summed
+from profiler.record.packing import write_mapped_metadata
 from profiler.record.perf_event import drain_scheduling
 from profiler.record.stopper import Stopper, installed
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
@@ -379,10 +380,7 @@ class Recorder:
                 pids = sorted({*pids, *process_tree(self.child.pid)})
         for pid in pids:
             records.extend(synth.process_records(pid, ident, data_mmaps=self.opts.data_mmaps))
-        mapped = self.session.stats.mapped
-        for rec in records:
-            if rec.type == R.PERF_RECORD_MMAP2 and not rec.misc & R.PERF_RECORD_MISC_MMAP_DATA:
-                mapped.seen(rec.filename, (rec.maj, rec.min, rec.ino, rec.ino_generation))
+        self.session.stats.mapped.seen_records(records)
         if records:
             writer.write_synth(synth.encode_all(records, layout))
 
@@ -511,8 +509,7 @@ class Recorder:
     def _close_file(self, writer: CaptureWriter, started: float) -> None:
         """The closing metadata of one capture file (build-ids, kernel symbols, lost, stats)."""
         stats = self.session.stats
-        stats.mapped.finish()
-        writer.write_meta("buildids", {"entries": stats.mapped.entries()})
+        write_mapped_metadata(writer, stats.mapped, dwarf=self.opts.dwarf_stack_size is not None)
         self._kernel_symbols(writer)
         writer.write_meta("lost", {"per_cpu": dict(stats.lost_per_cpu)})
         summary = {

@@ -37,6 +37,7 @@ _U64 = struct.Struct("=Q")
 _MMAP2_FILENAME = 8 + 64  # header + pid/tid/addr/len/pgoff/union(24)/prot/flags
 _MMAP2_BUILD_ID = 8 + 32  # build_id_size u8, 3 reserved bytes, build_id[20]; or the inode form:
 _MMAP2_INODE = struct.Struct("=IIQQ")  # maj, min, ino, ino_generation
+_MMAP2_WHERE = struct.Struct("=I4xQQ")  # pid, (tid), addr, len: after the header
 _SAMPLE = R.PERF_RECORD_SAMPLE
 _MIN_RUN = 8  # a run of same-size samples shorter than this is walked record by record
 _TYPE_SIZE_BYTES = (0, 1, 2, 3, 6, 7)  # the header bytes of type and size (4 and 5 are misc)
@@ -215,7 +216,8 @@ class StreamStats(Value):
                 self.mapped.seen_with_build_id(name, head[4 : 4 + head[0]])
                 return
         maj, mnr, ino, gen = _MMAP2_INODE.unpack_from(buf, pos + _MMAP2_BUILD_ID)
-        self.mapped.seen(name, (maj, mnr, ino, gen))
+        pid, addr, length = _MMAP2_WHERE.unpack_from(buf, pos + 8)
+        self.mapped.seen(name, (maj, mnr, ino, gen), pid, addr, addr + length)
 
 class OpenedEvent(Value):
     """One event spec as opened: its final attr and the kernel ids of all its fds."""

@@ -1,0 +1,87 @@
+"""The end of a recording's mapped-file metadata: ``buildids``, and the symbols (and, for
+DWARF captures, unwind tables) of files reachable only through a namespace.
+
+A file a container mapped from its own mount namespace is gone when the container stops, and
+another machine never had it: ``profiler/record/mapped.py`` keeps such a file open from the
+moment it is first seen through the process's view, and here, after the last drain, its whole
+symbol table is packed as a ``symbols`` metadata entry (the layout ``profiler archive`` writes,
+``source`` ``"namespace"``, ``coverage`` ``"all"``: the recorder does not parse samples, so it
+cannot tell which symbols they hit). DWARF captures get its compiled unwind rule table too
+(``unwind`` metadata). The size cost is measured in docs/containers.md.
+
+The symbol reader and the CFI compiler are imported only when there is such a file: a
+recording of host processes pays nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+from profiler.record.mapped import MappedFile, MappedFiles
+
+TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from profiler.format.container.writer import CaptureWriter
+
+SOURCE = "namespace"
+
+
+def write_mapped_metadata(writer: CaptureWriter, mapped: MappedFiles, dwarf: bool = False,
+                          close: bool = True) -> list[str]:
+    """``buildids``, then the packed namespace-only files; returns the paths that could not
+    be packed. ``close=False`` keeps the files open (``--switch-output``: later files pack
+    them again)."""
+    mapped.finish()
+    writer.write_meta("buildids", {"entries": mapped.entries()})
+    failed = []
+    for key, fd in sorted(mapped.kept.items()):
+        found = mapped.files.get(key)
+        if found is None:
+            continue
+        payloads = namespace_payloads(found, fd, dwarf)
+        if not payloads:
+            failed.append(found.path)
+        for kind, payload in payloads:
+            writer.write_meta(kind, payload)
+    if close:
+        mapped.close()
+    return failed
+
+
+def namespace_payloads(found: MappedFile, fd: int, dwarf: bool) -> list[tuple[str, dict[str, Any]]]:
+    """The ``symbols`` (and ``unwind``) metadata of one namespace-only file open at ``fd``."""
+    from profiler.symbols.dso import load_dso_symbols
+
+    through = f"/proc/self/fd/{fd}"
+    syms = load_dso_symbols(through, found.build_id, (), search_debug_files=False)
+    if not syms.ok:
+        return []
+    payload: dict[str, Any] = {
+        "kind": "elf", "path": found.path, "build_id": found.build_id,
+        "layout": None if syms.layout is None else syms.layout.to_packed(),
+        "symtab": syms.table.to_packed(), "count": len(syms.table), "coverage": "all", "source": SOURCE,
+    }
+    if found.content is not None:
+        payload["content"] = dict(found.content)
+    out: list[tuple[str, dict[str, Any]]] = [("symbols", payload)]
+    if dwarf:
+        table = _unwind_table(through)
+        if table is not None:
+            out.append(("unwind", {"path": found.path, "build_id": found.build_id, "arch": table.arch,
+                                   "table": table.to_bytes()}))
+    return out
+
+
+def _unwind_table(path: str) -> Any:
+    from profiler.unwind.arch import columns_for
+    from profiler.unwind.cfi import CfiError, compile_path
+
+    cols = columns_for(os.uname().machine)
+    if cols is None:
+        return None
+    try:
+        return compile_path(path, cols, None)
+    except (CfiError, OSError):
+        return None

@@ -1,0 +1,175 @@
+"""Containers end to end: mount namespaces, rebuilt binaries, pid namespaces (docs/containers.md).
+
+Every namespace is made here with ``unshare`` (root needed; the tests skip without it, or
+fail under ``REQUIRE_PERF=1``). The program at one path is two different builds
+(fixtures/containers: ``host_only_fn`` in the host's file, ``container_fn`` in the file
+bind-mounted over it inside the namespace), so the function name in a report tells which file
+was used to name the samples. "Another machine" is the capture reported after the container's
+file is deleted and with ``--symfs``/debug directories pointing at empty directories.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from profiler.symbols.dso import clear_symbol_cache
+
+from tests.support.offline_helpers import Row, profile_rows, record
+
+pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    clear_symbol_cache()
+
+
+@pytest.fixture
+def root_needed(require_perf: None) -> None:
+    if os.geteuid() != 0:
+        if os.environ.get("REQUIRE_PERF") == "1":
+            pytest.fail("REQUIRE_PERF=1 but the container tests need root (unshare -m, bind mounts)")
+        pytest.skip("needs root for unshare -m and bind mounts")
+
+
+@pytest.fixture
+def scene(fixtures_dir: Path, tmp_path: Path, root_needed: None) -> dict[str, Path]:
+    """The host's build at ``app/spin``, the container's build elsewhere (copied, so it can be
+    deleted afterwards: "another machine")."""
+    app = tmp_path / "app"
+    app.mkdir()
+    shutil.copy(fixtures_dir / "containers" / "spin_host", app / "spin")
+    image = tmp_path / "image"
+    image.mkdir()
+    shutil.copy(fixtures_dir / "containers" / "spin_container", image / "spin")
+    return {"host": app / "spin", "container": image / "spin", "tmp": tmp_path}
+
+
+def in_namespace(scene: dict[str, Path], seconds: float) -> list[str]:
+    """``unshare -m``: bind the container's build over the host's path, then run it."""
+    host, container = scene["host"], scene["container"]
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            f"mount --bind {container} {host} && exec {host} {seconds}"]
+
+
+def functions_in(rows: list[Row], dso: str) -> set[str]:
+    return {label for _, frames, _ in rows for d, label in frames if d == dso}
+
+
+def frames_of(rows: list[Row], dso: str) -> list[tuple[tuple[str, ...], int]]:
+    """The frames of one DSO in each stack, with its samples: what must not change elsewhere
+    (the host's own libraries are not the container's to pack)."""
+    out: dict[tuple[str, ...], int] = {}
+    for _, frames, n in rows:
+        key = tuple(label for d, label in frames if d == dso)
+        if key:
+            out[key] = out.get(key, 0) + n
+    return sorted(out.items())
+
+
+def nowhere(tmp: Path) -> dict[str, object]:
+    empty = tmp / "empty"
+    empty.mkdir(exist_ok=True)
+    return {"symfs": empty, "debug_dirs": [str(empty)]}
+
+
+def buildids_json(capture: Path) -> list[dict[str, object]]:
+    done = subprocess.run([sys.executable, "-m", "profiler", "buildids", "-i", str(capture), "--json"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    return list(json.loads(done.stdout))
+
+
+def test_command_in_a_mount_namespace_is_named_from_its_own_file(scene: dict[str, Path]) -> None:
+    capture = scene["tmp"] / "cap.prof"
+    record(capture, in_namespace(scene, 0.6))
+    rows, warnings = profile_rows(capture)
+    names = functions_in(rows, "spin")
+    assert "container_fn" in names and "host_only_fn" not in names, (names, warnings)
+    spin = [e for e in buildids_json(capture) if e["path"] == str(scene["host"])]
+    assert spin and all(e["source"] == "packed" for e in spin), spin
+    assert any(str(e.get("recorded_from", "")).endswith("+namespace") for e in spin), spin
+    # "another machine": the container's file is gone, and nothing else is searched
+    scene["container"].unlink()
+    clear_symbol_cache()
+    again, _ = profile_rows(capture, **nowhere(scene["tmp"]))
+    assert frames_of(again, "spin") == frames_of(rows, "spin")
+
+
+def test_attached_process_in_a_mount_namespace_is_named_from_its_own_file(scene: dict[str, Path]) -> None:
+    proc = subprocess.Popen(in_namespace(scene, 4), start_new_session=True)
+    try:
+        pid = _wait_for_exec(proc.pid, scene["host"])
+        capture = scene["tmp"] / "attached.prof"
+        done = subprocess.run([sys.executable, "-m", "profiler", "record", "-g", "-q", "-o", str(capture),
+                               "-p", str(pid), "--duration", "0.6"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        perf_names = _perf_names(pid, scene["tmp"]) if shutil.which("perf") else None
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    rows, warnings = profile_rows(capture)
+    names = functions_in(rows, "spin")
+    assert "container_fn" in names and "host_only_fn" not in names, (names, warnings)
+    if perf_names is not None:  # perf reads through /proc/PID/root with -p: right too
+        assert "container_fn" in perf_names and "host_only_fn" not in perf_names, perf_names
+    scene["container"].unlink()
+    clear_symbol_cache()
+    again, _ = profile_rows(capture, **nowhere(scene["tmp"]))
+    assert frames_of(again, "spin") == frames_of(rows, "spin")
+
+
+def _wait_for_exec(shell_pid: int, path: Path) -> int:
+    """The pid once ``sh -c '... exec PATH'`` has exec'd (unshare execs sh in place)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{shell_pid}/cmdline", "rb") as fh:
+                if fh.read().split(b"\0")[0] == str(path).encode():
+                    return shell_pid
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError("the namespaced program did not start")
+
+
+def _perf_names(pid: int, tmp: Path) -> set[str]:
+    data = tmp / "perf.data"
+    subprocess.run(["perf", "record", "-q", "-o", str(data), "-p", str(pid), "--", "sleep", "0.6"],
+                   capture_output=True, timeout=60, check=True)
+    out = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--sort", "sym", "-q"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+
+def test_a_rebuild_without_build_id_is_refused_with_the_sentence(fixtures_dir: Path, tmp_path: Path,
+                                                                root_needed: None) -> None:
+    binary = tmp_path / "app" / "spin"
+    binary.parent.mkdir()
+    shutil.copy(fixtures_dir / "containers" / "spin_nobid_a", binary)
+    capture = tmp_path / "nobid.prof"
+    record(capture, [str(binary), "0.4"])
+    rows, _ = profile_rows(capture)
+    assert "first_build_fn" in functions_in(rows, "spin")
+    entry = [e for e in buildids_json(capture) if e["path"] == str(binary)]
+    assert entry and entry[0]["build_id"] is None and str(entry[0].get("content", "")).count(":") == 1, entry
+    shutil.copy(fixtures_dir / "containers" / "spin_nobid_b", binary)  # "rebuilt" at the same path
+    clear_symbol_cache()
+    rows, warnings = profile_rows(capture)
+    names = functions_in(rows, "spin")
+    assert not names & {"first_build_fn", "second_build_fn"}, names
+    refused = [w for w in warnings if str(binary) in w]
+    assert len(refused) == 1 and "is not the recorded file" in refused[0] and "without a build-id" in refused[0]
+    # the same bytes again: accepted (mtime differs, digest is the same)
+    shutil.copy(fixtures_dir / "containers" / "spin_nobid_a", binary)
+    clear_symbol_cache()
+    rows, warnings = profile_rows(capture)
+    assert "first_build_fn" in functions_in(rows, "spin") and not [w for w in warnings if str(binary) in w]

@@ -1,0 +1,119 @@
+"""The recorder's view of a container's files, without privileges: ``/proc`` is a directory the
+test lays out like ``/proc/PID/root/PATH``, so a "namespace" is a different file at that place."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from profiler.format.buildid import read_build_id
+from profiler.format.fileident import content_identity
+from profiler.record import mapped as M
+from profiler.record.packing import write_mapped_metadata
+from profiler.symbols.table import SymbolTable
+
+
+class Writer:
+    def __init__(self) -> None:
+        self.meta: list[tuple[str, dict[str, Any]]] = []
+
+    def write_meta(self, kind: str, payload: dict[str, Any], level: int = 1) -> None:
+        self.meta.append((kind, payload))
+
+
+def ident(path: Path) -> M.Identity:
+    st = path.stat()
+    return (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino, 0)
+
+
+@pytest.fixture
+def fake_proc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    monkeypatch.setattr(M, "PROC", str(proc))
+    return proc
+
+
+def in_root(proc: Path, pid: int, path: Path, source: Path) -> Path:
+    inside = proc / str(pid) / "root" / str(path).lstrip("/")
+    inside.parent.mkdir(parents=True)
+    shutil.copy(source, inside)
+    return inside
+
+
+def test_a_file_seen_only_through_the_process_root_is_namespace_only_and_packed(
+        fixtures_dir: Path, tmp_path: Path, fake_proc: Path) -> None:
+    host = tmp_path / "app" / "spin"
+    host.parent.mkdir()
+    shutil.copy(fixtures_dir / "containers" / "spin_host", host)
+    inside = in_root(fake_proc, 4242, host, fixtures_dir / "containers" / "spin_container")
+    files = M.MappedFiles()
+    files.seen(str(host), ident(inside), 4242, 0x1000, 0x2000)
+    files.seen(str(host), ident(host), 7, 0x1000, 0x2000)  # a host process: its root shows nothing
+    by_ino = {e["ino"]: e for e in files.entries()}
+    ns, own = by_ino[ident(inside)[2]], by_ino[ident(host)[2]]
+    assert ns["build_id"] == read_build_id(inside) != read_build_id(host)
+    assert ns["source"] == M.FROM_ROOT and ns["namespace"] is True
+    assert own["build_id"] == read_build_id(host) and own["source"] == M.FROM_HOST and "namespace" not in own
+    assert len(files.kept) == 1
+    inside.unlink()  # the container stopped: the kept descriptor still reads its file
+    writer = Writer()
+    assert write_mapped_metadata(writer, files) == []
+    assert not files.kept
+    kinds = [k for k, _ in writer.meta]
+    assert kinds == ["buildids", "symbols"]
+    packed = writer.meta[1][1]
+    assert packed["path"] == str(host) and packed["source"] == "namespace" and packed["coverage"] == "all"
+    names = {SymbolTable.from_packed(packed["symtab"]).name(i) for i in range(packed["count"])}
+    assert "container_fn" in names and "host_only_fn" not in names
+
+
+def test_dwarf_captures_pack_the_unwind_table_too(fixtures_dir: Path, tmp_path: Path, fake_proc: Path) -> None:
+    host = tmp_path / "spin"
+    inside = in_root(fake_proc, 99, host, fixtures_dir / "containers" / "spin_container")
+    files = M.MappedFiles()
+    files.seen(str(host), ident(inside), 99)
+    writer = Writer()
+    write_mapped_metadata(writer, files, dwarf=True)
+    assert [k for k, _ in writer.meta] == ["buildids", "symbols", "unwind"]
+    assert writer.meta[2][1]["path"] == str(host) and writer.meta[2][1]["table"]
+
+
+def test_a_file_without_build_id_gets_a_content_identity(fixtures_dir: Path, tmp_path: Path) -> None:
+    binary = tmp_path / "spin"
+    shutil.copy(fixtures_dir / "containers" / "spin_nobid_a", binary)
+    files = M.MappedFiles()
+    files.seen(str(binary), ident(binary))
+    (entry,) = files.entries()
+    assert "build_id" not in entry and entry["source"] == M.FROM_HOST
+    assert entry["content"] == content_identity(binary) and entry["content"]["size"] == binary.stat().st_size
+
+
+def test_the_process_view_that_maps_another_inode_is_passed_over(fixtures_dir: Path, tmp_path: Path,
+                                                                 fake_proc: Path) -> None:
+    """The root view shows another inode than MMAP2 named (remapped since): the host path,
+    which is the named inode, is used."""
+    host = tmp_path / "spin"
+    shutil.copy(fixtures_dir / "containers" / "spin_host", host)
+    in_root(fake_proc, 5, host, fixtures_dir / "containers" / "spin_container")
+    files = M.MappedFiles()
+    files.seen(str(host), ident(host), 5)
+    (entry,) = files.entries()
+    assert entry["source"] == M.FROM_HOST and entry["build_id"] == read_build_id(host)
+    assert not files.kept
+
+
+def test_kept_files_are_bounded(fixtures_dir: Path, tmp_path: Path, fake_proc: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(M, "MAX_KEPT", 1)
+    files = M.MappedFiles()
+    for pid in (11, 12):
+        path = tmp_path / f"p{pid}"
+        inside = in_root(fake_proc, pid, path, fixtures_dir / "containers" / "spin_container")
+        files.seen(str(path), ident(inside), pid)
+    assert len(files.kept) == 1 and all(e.get("namespace") for e in files.entries())
+    files.close()
