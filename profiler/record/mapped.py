@@ -35,6 +35,7 @@ import stat
 from profiler.format.buildid import build_id_of_fd
 from profiler.format.fileident import content_identity_of_fd
 from profiler.format.abi import PERF_RECORD_MISC_MMAP_DATA, PERF_RECORD_MMAP2
+from profiler.record.perfmaps import NamespacedPerfMaps
 from profiler.value import Value
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
@@ -145,6 +146,7 @@ class MappedFiles:
         self.files: dict[tuple[str, Identity], MappedFile] = {}
         self.from_kernel: dict[str, str] = {}  # path -> hex, from MMAP2's build-id form
         self.kept: dict[tuple[str, Identity], int] = {}  # namespace-only files, open for packing
+        self.perf_maps = NamespacedPerfMaps()  # JIT maps of processes in other namespaces
 
     def seen(self, path: str, identity: Identity, pid: int = 0, start: int = 0, end: int = 0) -> None:
         """An MMAP2 (or /proc maps line) of ``path`` by process ``pid`` at [start, end): read
@@ -159,6 +161,8 @@ class MappedFiles:
     def seen_records(self, records: Iterable[Any]) -> None:
         """The MMAP2 records synthesized from /proc (executable maps only)."""
         for rec in records:
+            if rec.type == PERF_RECORD_MMAP2 and rec.pid not in (-1, 0xFFFFFFFF):
+                self.perf_maps.seen_process(rec.pid)
             if rec.type == PERF_RECORD_MMAP2 and not rec.misc & PERF_RECORD_MISC_MMAP_DATA:
                 self.seen(rec.filename, (rec.maj, rec.min, rec.ino, rec.ino_generation), rec.pid, rec.addr,
                           rec.addr + rec.len)
@@ -207,6 +211,7 @@ class MappedFiles:
                 self._read(found)
 
     def close(self) -> None:
+        self.perf_maps.close()
         for fd in self.kept.values():
             try:
                 os.close(fd)

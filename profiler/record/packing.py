@@ -1,5 +1,6 @@
-"""The end of a recording's mapped-file metadata: ``buildids``, and the symbols (and, for
-DWARF captures, unwind tables) of files reachable only through a namespace.
+"""The end of a recording's mapped-file metadata: ``buildids``, the symbols (and, for DWARF
+captures, unwind tables) of files reachable only through a namespace, and the JIT maps of
+processes in other namespaces (``profiler/record/perfmaps.py``).
 
 A file a container mapped from its own mount namespace is gone when the container stops, and
 another machine never had it: ``profiler/record/mapped.py`` keeps such a file open from the
@@ -45,6 +46,8 @@ def write_mapped_metadata(writer: CaptureWriter, mapped: MappedFiles, dwarf: boo
             failed.append(found.path)
         for kind, payload in payloads:
             writer.write_meta(kind, payload)
+    for payload in mapped.perf_maps.payloads():
+        writer.write_meta("symbols", payload)
     if close:
         mapped.close()
     return failed

@@ -206,6 +206,8 @@ class StreamStats(Value):
     def _mmap2(self, buf: bytes | memoryview, pos: int, size: int, misc: int) -> None:
         if misc & R.PERF_RECORD_MISC_MMAP_DATA:
             return
+        pid, addr, length = _MMAP2_WHERE.unpack_from(buf, pos + 8)
+        self.mapped.perf_maps.seen_process(pid)  # a JIT's map in another namespace (record/perfmaps.py)
         raw = bytes(buf[pos + _MMAP2_FILENAME : pos + size])
         name = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
         if not name.startswith("/"):
@@ -216,7 +218,6 @@ class StreamStats(Value):
                 self.mapped.seen_with_build_id(name, head[4 : 4 + head[0]])
                 return
         maj, mnr, ino, gen = _MMAP2_INODE.unpack_from(buf, pos + _MMAP2_BUILD_ID)
-        pid, addr, length = _MMAP2_WHERE.unpack_from(buf, pos + 8)
         self.mapped.seen(name, (maj, mnr, ino, gen), pid, addr, addr + length)
 
 class OpenedEvent(Value):

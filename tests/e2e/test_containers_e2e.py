@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -173,3 +174,24 @@ def test_a_rebuild_without_build_id_is_refused_with_the_sentence(fixtures_dir: P
     clear_symbol_cache()
     rows, warnings = profile_rows(capture)
     assert "first_build_fn" in functions_in(rows, "spin") and not [w for w in warnings if str(binary) in w]
+
+
+def test_a_jit_in_a_pid_namespace_with_its_own_tmp_is_named(fixtures_dir: Path, tmp_path: Path,
+                                                              root_needed: None) -> None:
+    """``unshare -p -f -m`` with a private tmpfs on /tmp: the JIT writes /tmp/perf-<its pid>.map
+    (pid 1 or 2 in its namespace) where the host cannot see it, and the file system is gone when
+    the process exits; the capture still names the JIT code."""
+    outside = Path(tempfile.mkdtemp(prefix="profiler-jit-", dir="/var/tmp"))  # the namespace hides /tmp
+    try:
+        jit = outside / "jitmap"
+        shutil.copy(fixtures_dir / "containers" / "jitmap", jit)
+        capture = tmp_path / "jit.prof"
+        record(capture, ["unshare", "-p", "-f", "-m", "--mount-proc", "--propagation", "private", "sh", "-c",
+                         f"mount -t tmpfs none /tmp && exec {jit} 0.6"])
+    finally:
+        shutil.rmtree(outside)
+    rows, warnings = profile_rows(capture)
+    jit_frames = {label for _, frames, _ in rows for d, label in frames if d.startswith("perf-")}
+    assert jit_frames == {"jitted_hot_loop"}, (jit_frames, warnings)
+    host_pid_maps = [d for _, frames, _ in rows for d, _ in frames if d.startswith("perf-")]
+    assert host_pid_maps and not any(Path("/tmp", d).exists() for d in host_pid_maps)

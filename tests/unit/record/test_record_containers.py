@@ -117,3 +117,73 @@ def test_kept_files_are_bounded(fixtures_dir: Path, tmp_path: Path, fake_proc: P
         files.seen(str(path), ident(inside), pid)
     assert len(files.kept) == 1 and all(e.get("namespace") for e in files.entries())
     files.close()
+
+
+# --- JIT maps of processes in other namespaces (profiler/record/perfmaps.py) -----------------
+
+
+def fake_process(proc: Path, pid: int, nspid: int) -> Path:
+    """``/proc/PID/status`` with ``NSpid: PID NSPID`` and the process's own ``/tmp``."""
+    (proc / str(pid)).mkdir()
+    (proc / str(pid) / "status").write_text(f"Name:\tjit\nPid:\t{pid}\nNSpid:\t{pid}\t{nspid}\n")
+    tmp = proc / str(pid) / "root" / "tmp"
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+@pytest.fixture
+def perfmaps_proc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from profiler.record import perfmaps
+
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    monkeypatch.setattr(perfmaps, "PROC", str(proc))
+    return proc
+
+
+def test_a_jit_map_in_a_pid_namespace_is_found_by_its_own_pid_and_packed(perfmaps_proc: Path) -> None:
+    tmp = fake_process(perfmaps_proc, 4321, 7)
+    files = M.MappedFiles()
+    files.perf_maps.seen_process(4321)
+    (tmp / "perf-7.map").write_text("7f0000001000 40 jitted_a\n7f0000002000 20 jitted b\nbad line\n")
+    (tmp / "perf-4321.map").write_text("7f0000001000 40 wrong_pid\n")
+    writer = Writer()
+    write_mapped_metadata(writer, files)
+    (jit,) = [p for k, p in writer.meta if k == "symbols"]
+    assert jit["kind"] == "jit" and jit["pid"] == 4321 and jit["path"] == "/tmp/perf-4321.map"
+    assert jit["namespace_pid"] == 7 and jit["source"] == "namespace"
+    table = SymbolTable.from_packed(jit["symtab"])
+    assert sorted(table.name(i) for i in range(len(table))) == ["jitted b", "jitted_a"]
+    assert not files.perf_maps.roots  # closed
+
+
+def test_the_recorder_s_own_namespace_is_left_to_the_report(perfmaps_proc: Path) -> None:
+    """Same pid, same root as the recorder: nothing kept (the report reads /tmp/perf-PID.map)."""
+    from profiler.record.perfmaps import NamespacedPerfMaps
+
+    pid = os.getpid()
+    (perfmaps_proc / str(pid)).mkdir()
+    (perfmaps_proc / str(pid) / "status").write_text(f"NSpid:\t{pid}\n")
+    os.symlink("/", perfmaps_proc / str(pid) / "root")
+    maps = NamespacedPerfMaps()
+    maps.seen_process(pid)
+    assert not maps.roots
+
+
+def test_a_symlinked_tmp_or_map_is_not_followed(perfmaps_proc: Path, tmp_path: Path) -> None:
+    from profiler.record.perfmaps import NamespacedPerfMaps
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "perf-3.map").write_text("1000 10 host_secret\n")
+    (perfmaps_proc / "50").mkdir()
+    (perfmaps_proc / "50" / "status").write_text("NSpid:\t50\t3\n")
+    (perfmaps_proc / "50" / "root").mkdir()
+    os.symlink(secret, perfmaps_proc / "50" / "root" / "tmp")  # tmp -> a host directory
+    tmp = fake_process(perfmaps_proc, 51, 3)
+    os.symlink(secret / "perf-3.map", tmp / "perf-3.map")  # the map -> a host file
+    maps = NamespacedPerfMaps()
+    maps.seen_process(50)
+    maps.seen_process(51)
+    assert 50 not in maps.roots and maps.read(51) is None and maps.payloads() == []
+    maps.close()
