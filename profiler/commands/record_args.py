@@ -136,6 +136,9 @@ OPTIONS: tuple[Option, ...] = (
            help="Record context-switch records (PERF_RECORD_SWITCH), as perf's --switch-events."),
     Option(("--archive",), "archive",
            help="When recording ends, pack the sampled DSOs' symbols into the capture (as 'profiler archive')."),
+    Option(("--no-namespace-symbols",), "no_namespace_symbols",
+           help="Do not pack the symbols of files only a container (another mount namespace) has, nor "
+                "namespaced JIT maps, at the end (packed by default: docs/containers.md)."),
 )
 
 
@@ -254,6 +257,7 @@ def options_from_cli(
     snapshot_on: str | None = None,
     off_cpu: bool = False,
     switch_events: bool = False,
+    no_namespace_symbols: bool = False,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -298,6 +302,7 @@ def options_from_cli(
         snapshot_on=snapshot_on,
         off_cpu=off_cpu,
         switch_events=switch_events,
+        namespace_symbols=not no_namespace_symbols,
     )
     opts.validate()
     return opts

@@ -35,7 +35,7 @@ import stat
 from profiler.format.buildid import build_id_of_fd
 from profiler.format.fileident import content_identity_of_fd
 from profiler.format.abi import PERF_RECORD_MISC_MMAP_DATA, PERF_RECORD_MMAP2
-from profiler.record.perfmaps import NamespacedPerfMaps
+from profiler.record.perfmaps import NamespacedPerfMaps, is_jit_memory
 from profiler.value import Value
 
 TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
@@ -50,6 +50,7 @@ MATCH, UNVERIFIABLE, REPLACED, UNREADABLE = "match", "unverifiable", "replaced",
 FROM_HOST, FROM_MAP_FILES, FROM_ROOT = "file", "map_files", "root"
 MAX_KEPT = 256  # namespace-only files kept open for packing at the end
 PROC = "/proc"
+MEMFD = "/memfd:"  # memfd_create's names: anonymous memory to a report (JIT maps), never packed
 
 
 class MappedFile(Value):
@@ -161,7 +162,7 @@ class MappedFiles:
     def seen_records(self, records: Iterable[Any]) -> None:
         """The MMAP2 records synthesized from /proc (executable maps only)."""
         for rec in records:
-            if rec.type == PERF_RECORD_MMAP2 and rec.pid not in (-1, 0xFFFFFFFF):
+            if rec.type == PERF_RECORD_MMAP2 and rec.pid not in (-1, 0xFFFFFFFF) and is_jit_memory(rec.filename):
                 self.perf_maps.seen_process(rec.pid)
             if rec.type == PERF_RECORD_MMAP2 and not rec.misc & PERF_RECORD_MISC_MMAP_DATA:
                 self.seen(rec.filename, (rec.maj, rec.min, rec.ino, rec.ino_generation), rec.pid, rec.addr,
@@ -187,7 +188,7 @@ class MappedFiles:
                     found.source = source
                     found.build_id = build_id_of_fd(fd)
                     found.content = None if found.build_id else content_identity_of_fd(fd)
-                    if source != FROM_HOST and not _host_is(found.path, st):
+                    if source != FROM_HOST and not found.path.startswith(MEMFD) and not _host_is(found.path, st):
                         found.namespace = True
                         fd = self._keep(found, fd)
                 break

@@ -58,13 +58,14 @@ class RecordOptions(Frozen):
     snapshot_on: str | None = None  # --snapshot-on: signal, exit, SECONDS
     off_cpu: bool = False  # --off-cpu: sched:sched_switch samples + context-switch records (docs/offcpu.md)
     switch_events: bool = False  # --switch-events: context-switch records (attr.context_switch), as perf
+    namespace_symbols: bool = True  # pack namespace-only files and JIT maps at the end (docs/containers.md)
 
     _fields = (
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
         "switch_output", "switch_max_files", "max_size", "push",
-        "overwrite", "snapshot_on", "archive_files", "off_cpu", "switch_events",
+        "overwrite", "snapshot_on", "archive_files", "off_cpu", "switch_events", "namespace_symbols",
     )
 
     def __init__(
@@ -102,6 +103,7 @@ class RecordOptions(Frozen):
         archive_files: bool = False,
         off_cpu: bool = False,
         switch_events: bool = False,
+        namespace_symbols: bool = True,
     ) -> None:
         self.command = command
         self.pids = pids
@@ -136,6 +138,7 @@ class RecordOptions(Frozen):
         self.archive_files = archive_files
         self.off_cpu = off_cpu
         self.switch_events = switch_events
+        self.namespace_symbols = namespace_symbols
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""

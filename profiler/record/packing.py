@@ -30,14 +30,17 @@ SOURCE = "namespace"
 
 
 def write_mapped_metadata(writer: CaptureWriter, mapped: MappedFiles, dwarf: bool = False,
-                          close: bool = True) -> list[str]:
-    """``buildids``, then the packed namespace-only files; returns the paths that could not
-    be packed. ``close=False`` keeps the files open (``--switch-output``: later files pack
-    them again)."""
+                          pack: bool = True) -> list[str]:
+    """``buildids``, then (``pack``: not ``--no-namespace-symbols``) the namespace-only files
+    and JIT maps; returns the paths that could not be packed. The kept files are closed."""
     mapped.finish()
     writer.write_meta("buildids", {"entries": mapped.entries()})
     failed = []
-    for key, fd in sorted(mapped.kept.items()):
+    if (mapped.kept or mapped.perf_maps.roots) and pack:
+        # numpy loads for the symbol tables: without this OpenBLAS starts a thread per CPU
+        # (0.05-0.1 s of CPU). The command was started long ago with the user's environment.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    for key, fd in sorted(mapped.kept.items() if pack else ()):
         found = mapped.files.get(key)
         if found is None:
             continue
@@ -46,10 +49,9 @@ def write_mapped_metadata(writer: CaptureWriter, mapped: MappedFiles, dwarf: boo
             failed.append(found.path)
         for kind, payload in payloads:
             writer.write_meta(kind, payload)
-    for payload in mapped.perf_maps.payloads():
+    for payload in mapped.perf_maps.payloads() if pack else ():
         writer.write_meta("symbols", payload)
-    if close:
-        mapped.close()
+    mapped.close()
     return failed
 
 

@@ -5,7 +5,8 @@ namespace that pid is the namespace's (the last ``NSpid`` of ``/proc/PID/status`
 mount namespace that ``/tmp`` is the process's own. A report looks for ``/tmp/perf-<host
 pid>.map`` on its machine, which has neither.
 
-So the recorder, on its first sight of a process (an MMAP2 record of it), checks whether the
+So the recorder, on its first sight of a process mapping anonymous executable memory (an MMAP2
+record of ``//anon``, ``[anon:...]`` or ``/memfd:...``: where JITs put code), checks whether the
 process lives in another namespace (another pid as it sees itself, or another root than the
 recorder's): if so it keeps a descriptor of the process's ``/tmp`` directory (``O_PATH``; at
 most :data:`MAX_ROOTS`) and its namespace pid. At the end of recording the map is read through
@@ -13,7 +14,7 @@ that directory — after the process has exited too: the descriptor keeps a priv
 file system mounted for it alone after its namespace is gone — and packed
 into the capture as a ``jit`` ``symbols`` entry for the host pid (the layout ``profiler archive``
 writes), ``source`` ``namespace``. Per new process that costs one read of
-``/proc/PID/status`` and one ``stat``.
+``/proc/PID/status`` and one ``stat``, for JIT processes only.
 
 A hostile container may make ``tmp`` or the map a symbolic link pointing anywhere on the host,
 and a link is resolved against the recorder's root, not the container's: neither is followed
@@ -59,6 +60,7 @@ class NamespacedPerfMaps:
             self._own_root = None
 
     def seen_process(self, pid: int) -> None:
+        """A process mapped anonymous executable memory (a JIT, perhaps)."""
         if pid in self.seen or pid <= 0:
             return
         self.seen.add(pid)
@@ -96,14 +98,15 @@ class NamespacedPerfMaps:
             os.close(mapfd)
 
     def payloads(self) -> list[dict[str, Any]]:
-        """One ``jit`` ``symbols`` entry per process whose map was found."""
+        """One ``jit`` ``symbols`` entry per process whose map was found (the symbol code,
+        and numpy with it, is loaded only when there is one)."""
+        found = [(pid, text) for pid in sorted(self.roots) if (text := self.read(pid)) is not None]
+        if not found:
+            return []
         from profiler.symbols.perfmap import parse_perf_map, perf_map_path
 
         out = []
-        for pid in sorted(self.roots):
-            text = self.read(pid)
-            if text is None:
-                continue
+        for pid, text in found:
             table, _ = parse_perf_map(text)
             if not len(table):
                 continue
@@ -119,3 +122,8 @@ class NamespacedPerfMaps:
             except OSError:
                 pass
         self.roots.clear()
+
+
+def is_jit_memory(name: str) -> bool:
+    """Anonymous executable memory, as ``profiler/report/maps.py`` tells it (``Dso.is_anon``)."""
+    return name in ("//anon", "[anon]", "") or name.startswith(("[anon:", "/memfd:"))

@@ -509,7 +509,7 @@ class Recorder:
     def _close_file(self, writer: CaptureWriter, started: float) -> None:
         """The closing metadata of one capture file (build-ids, kernel symbols, lost, stats)."""
         stats = self.session.stats
-        write_mapped_metadata(writer, stats.mapped, dwarf=self.opts.dwarf_stack_size is not None)
+        write_mapped_metadata(writer, stats.mapped, self.opts.dwarf_stack_size is not None, self.opts.namespace_symbols)
         self._kernel_symbols(writer)
         writer.write_meta("lost", {"per_cpu": dict(stats.lost_per_cpu)})
         summary = {

@@ -29,6 +29,7 @@ from profiler.format.container.writer import CaptureWriter
 from profiler.record import perf_event
 from profiler.record.kallsyms import SampleSpan
 from profiler.record.mapped import MappedFiles
+from profiler.record.perfmaps import is_jit_memory
 from profiler.record.ringbuf import RingBuffer
 from profiler.value import Value
 
@@ -207,9 +208,10 @@ class StreamStats(Value):
         if misc & R.PERF_RECORD_MISC_MMAP_DATA:
             return
         pid, addr, length = _MMAP2_WHERE.unpack_from(buf, pos + 8)
-        self.mapped.perf_maps.seen_process(pid)  # a JIT's map in another namespace (record/perfmaps.py)
         raw = bytes(buf[pos + _MMAP2_FILENAME : pos + size])
         name = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        if is_jit_memory(name):
+            self.mapped.perf_maps.seen_process(pid)  # its perf map, in another namespace? (record/perfmaps.py)
         if not name.startswith("/"):
             return
         if self.kernel_build_ids and misc & R.PERF_RECORD_MISC_MMAP_BUILD_ID:

@@ -195,3 +195,38 @@ def test_a_jit_in_a_pid_namespace_with_its_own_tmp_is_named(fixtures_dir: Path, 
     assert jit_frames == {"jitted_hot_loop"}, (jit_frames, warnings)
     host_pid_maps = [d for _, frames, _ in rows for d, _ in frames if d.startswith("perf-")]
     assert host_pid_maps and not any(Path("/tmp", d).exists() for d in host_pid_maps)
+
+
+def _root_with(root: Path, files: list[Path]) -> None:
+    """Copy host files into ``root`` at their own paths (the loader and libc a program needs)."""
+    for f in files:
+        real = Path(os.path.realpath(f))
+        for place in {f, real}:
+            dest = root / str(place).lstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if not dest.exists():
+                shutil.copy(real, dest)
+
+
+def test_a_whole_other_root_names_its_own_build_of_a_shared_library(fixtures_dir: Path, tmp_path: Path,
+                                                                   root_needed: None) -> None:
+    """``unshare -m --root DIR``: the program and its library at one path in both roots, the
+    host's build of the library outside, the container's inside."""
+    app = tmp_path / "app"
+    shutil.copytree(fixtures_dir / "containers" / "host", app)
+    root = tmp_path / "root"
+    inside = root / str(app).lstrip("/")
+    shutil.copytree(fixtures_dir / "containers" / "container", inside)
+    needed = subprocess.run(["ldd", str(app / "usework")], capture_output=True, text=True, check=True).stdout
+    libs = [Path(w) for line in needed.splitlines() for w in line.split() if w.startswith("/")]
+    _root_with(root, [lib for lib in libs if "libwork" not in str(lib)])
+    capture = tmp_path / "root.prof"
+    (root / "proc").mkdir()  # the loader finds $ORIGIN through /proc/self/exe
+    record(capture, ["unshare", "-m", "-p", "-f", "--mount-proc", "--root", str(root), str(app / "usework"), "0.6"])
+    rows, warnings = profile_rows(capture)
+    names = functions_in(rows, "libwork.so")
+    assert "lib_container_fn" in names and "lib_host_fn" not in names, (names, warnings)
+    shutil.rmtree(root)  # the container is gone: packed symbols name it the same
+    clear_symbol_cache()
+    again, _ = profile_rows(capture, **nowhere(tmp_path))
+    assert frames_of(again, "libwork.so") == frames_of(rows, "libwork.so")

@@ -135,7 +135,7 @@ def fake_process(proc: Path, pid: int, nspid: int) -> Path:
 def perfmaps_proc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     from profiler.record import perfmaps
 
-    proc = tmp_path / "proc"
+    proc = tmp_path / "proc-of-jits"
     proc.mkdir()
     monkeypatch.setattr(perfmaps, "PROC", str(proc))
     return proc
@@ -187,3 +187,18 @@ def test_a_symlinked_tmp_or_map_is_not_followed(perfmaps_proc: Path, tmp_path: P
     maps.seen_process(51)
     assert 50 not in maps.roots and maps.read(51) is None and maps.payloads() == []
     maps.close()
+
+
+def test_no_namespace_symbols_packs_nothing_and_closes(fixtures_dir: Path, tmp_path: Path, fake_proc: Path,
+                                                       perfmaps_proc: Path) -> None:
+    host = tmp_path / "spin"
+    inside = in_root(fake_proc, 77, host, fixtures_dir / "containers" / "spin_container")
+    tmp = fake_process(perfmaps_proc, 78, 2)
+    (tmp / "perf-2.map").write_text("1000 10 jitted\n")
+    files = M.MappedFiles()
+    files.seen(str(host), ident(inside), 77)
+    files.perf_maps.seen_process(78)
+    writer = Writer()
+    write_mapped_metadata(writer, files, pack=False)
+    assert [k for k, _ in writer.meta] == ["buildids"] and writer.meta[0][1]["entries"][0]["namespace"] is True
+    assert not files.kept and not files.perf_maps.roots
