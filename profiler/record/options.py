@@ -59,6 +59,7 @@ class RecordOptions(Frozen):
     off_cpu: bool = False  # --off-cpu: sched:sched_switch samples + context-switch records (docs/offcpu.md)
     switch_events: bool = False  # --switch-events: context-switch records (attr.context_switch), as perf
     namespace_symbols: bool = True  # pack namespace-only files and JIT maps at the end (docs/containers.md)
+    all_cgroups: bool = False  # --all-cgroups: PERF_SAMPLE_CGROUP + PERF_RECORD_CGROUP, as perf
 
     _fields = (
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
@@ -66,6 +67,7 @@ class RecordOptions(Frozen):
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
         "switch_output", "switch_max_files", "max_size", "push",
         "overwrite", "snapshot_on", "archive_files", "off_cpu", "switch_events", "namespace_symbols",
+        "all_cgroups",
     )
 
     def __init__(
@@ -104,6 +106,7 @@ class RecordOptions(Frozen):
         off_cpu: bool = False,
         switch_events: bool = False,
         namespace_symbols: bool = True,
+        all_cgroups: bool = False,
     ) -> None:
         self.command = command
         self.pids = pids
@@ -139,6 +142,7 @@ class RecordOptions(Frozen):
         self.off_cpu = off_cpu
         self.switch_events = switch_events
         self.namespace_symbols = namespace_symbols
+        self.all_cgroups = all_cgroups
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""

@@ -102,6 +102,7 @@ class Profile:
     # into distinct rows (``profiler.report.tally``; rows in the time order of their last
     # samples), None when every row is one sample
     weight: I64 | None = None
+    cgroup_names: dict[int, str] = field(default_factory=dict)  # cgroup id -> path (--all-cgroups)
     _function_lines: dict[tuple[str, int], int | None] = field(default_factory=dict, repr=False)
     # the rows' (stack, thread) groups, with the arrays they were made from (see _thread_stacks)
     _groups: tuple[I64, Any, I64, npt.NDArray[np.bool_]] | None = field(default=None, repr=False)

@@ -57,6 +57,7 @@ class ReplayState:
     comm_log: list[tuple[int, int, int]] = field(default_factory=list)  # (tid, boundary, comm)
     lost: int = 0
     lost_samples: int = 0
+    cgroups: dict[int, str] = field(default_factory=dict)  # cgroup id -> path (PERF_RECORD_CGROUP)
     boundary: int = 0  # samples (in time order) before the record being replayed
 
     def comm_id(self, name: str) -> int:
@@ -132,7 +133,13 @@ def on_lost_samples(state: ReplayState, rec: R.Record) -> None:
 
 Handler = Callable[[ReplayState, R.Record], None]
 
+def on_cgroup(state: ReplayState, rec: R.Record) -> None:
+    assert isinstance(rec, R.Cgroup)
+    state.cgroups[rec.id] = rec.path
+
+
 HANDLERS: dict[type[R.Record], Handler] = {
+    R.Cgroup: on_cgroup,
     R.Comm: on_comm,
     R.Fork: on_fork,
     R.Mmap: on_mmap,

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,57 @@ def test_a_whole_other_root_names_its_own_build_of_a_shared_library(fixtures_dir
     clear_symbol_cache()
     again, _ = profile_rows(capture, **nowhere(tmp_path))
     assert frames_of(again, "libwork.so") == frames_of(rows, "libwork.so")
+
+
+@pytest.fixture
+def cgroup(root_needed: None) -> Iterator[Path]:
+    """A cgroup v2 group made for the test (removed after it, once empty)."""
+    from profiler.record.synth import cgroup2_root
+
+    root = cgroup2_root()
+    if root is None:
+        pytest.skip("no cgroup2 hierarchy mounted")
+    group = Path(root) / f"profiler-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        yield group
+    finally:
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def _cgroup_rows(text: str) -> dict[tuple[str, str], float]:
+    """(cgroup, command) -> percent, from a perf-style table of --sort cgroup,comm."""
+    out = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields or line.startswith("#") or not fields[0].endswith("%"):
+            continue
+        out[(fields[-2], fields[-1])] = float(fields[0].rstrip("%"))
+    return out
+
+
+def test_all_cgroups_sort_cgroup_names_the_group_as_perf(cgroup: Path, fixtures_dir: Path,
+                                                         tmp_path: Path) -> None:
+    spin = fixtures_dir / "containers" / "spin_host"
+    argv = ["sh", "-c", f"echo $$ > {cgroup}/cgroup.procs && exec {spin} 0.5"]
+    capture = tmp_path / "cg.prof"
+    record(capture, argv, "--all-cgroups")
+    done = subprocess.run([sys.executable, "-m", "profiler", "report", "-i", str(capture), "--sort", "cgroup,comm"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert "Cgroup" in done.stdout
+    ours = _cgroup_rows(done.stdout)
+    name = "/" + cgroup.name
+    assert ours.get((name, "spin_host"), 0) > 90, ours
+    if shutil.which("perf") is None:
+        return
+    data = tmp_path / "perf.data"
+    subprocess.run(["perf", "record", "-q", "--all-cgroups", "-o", str(data), "--", *argv], capture_output=True,
+                   timeout=120, check=True)
+    theirs = _cgroup_rows(subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--sort", "cgroup,comm"],
+                                         capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert {k for k, v in ours.items() if v > 5} == {k for k, v in theirs.items() if v > 5}, (ours, theirs)
