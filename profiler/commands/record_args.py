@@ -136,6 +136,9 @@ OPTIONS: tuple[Option, ...] = (
            help="Record context-switch records (PERF_RECORD_SWITCH), as perf's --switch-events."),
     Option(("--archive",), "archive",
            help="When recording ends, pack the sampled DSOs' symbols into the capture (as 'profiler archive')."),
+    Option(("-G", "--cgroup"), "cgroup", VALUE, metavar="PATH",
+           help="With -a: record only the tasks of this cgroup (a cgroup2 directory, or its path from "
+                "the hierarchy's root), as perf's -G."),
     Option(("--all-cgroups",), "all_cgroups",
            help="Record the cgroup of every sample and every cgroup's path (PERF_SAMPLE_CGROUP, "
                 "PERF_RECORD_CGROUP), as perf's --all-cgroups: report --sort cgroup."),
@@ -262,6 +265,7 @@ def options_from_cli(
     switch_events: bool = False,
     no_namespace_symbols: bool = False,
     all_cgroups: bool = False,
+    cgroup: str | None = None,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -308,6 +312,7 @@ def options_from_cli(
         switch_events=switch_events,
         namespace_symbols=not no_namespace_symbols,
         all_cgroups=all_cgroups,
+        cgroup=cgroup,
     )
     opts.validate()
     return opts

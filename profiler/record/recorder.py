@@ -31,6 +31,7 @@ from profiler.format.container.writer import CaptureWriter
 from profiler.names import KERNEL_DSO
 from profiler.record import kallsyms, metadata, perf_event, synth
 from profiler.record.attrs import add_cgroup_sampling, add_dwarf_sampling
+from profiler.record.cgroups import open_cgroup
 from profiler.record.events import EventSpec, default_event, parse_event, split_modifiers
 from profiler.record.flight import SIDEBAND, SideBand, SnapshotOn, backward_window, fly
 from profiler.record.groups import Member, configure, member_filters, members_of
@@ -244,6 +245,8 @@ class Recorder:
         return all(e.attr.sample_type & R.PERF_SAMPLE_CPU for e in self.events)
 
     def _open_events(self, specs: list[Member], cpus: list[int]) -> None:
+        if self.opts.cgroup is not None:  # -G: every event on the group's directory, per CPU
+            self.session.cgroup_fd = open_cgroup(self.opts.cgroup)
         command = self.command_is_target
         inherit = self.opts.inherit and (command or bool(self.opts.pids))
         data_size = self.opts.data_pages * self.page_size

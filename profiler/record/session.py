@@ -251,6 +251,7 @@ class Session:
         self.compact: Callable[[bytes], bytes] | None = None
         self.overwrite = False  # --overwrite: backward buffers, read only for snapshots (record/flight.py)
         self.side: dict[int, tuple[int, mmap.mmap, RingBuffer]] = {}  # --overwrite: cpu -> side-band ring
+        self.cgroup_fd: int | None = None  # -G: system-wide events count only this group (record/cgroups.py)
 
     # opening -------------------------------------------------------------------------------
 
@@ -278,6 +279,9 @@ class Session:
 
     def _open_with_fallbacks(self, event: OpenedEvent, pid: int, cpu: int, group_fd: int = -1) -> int:
         attr = event.attr
+        if pid == -1 and self.cgroup_fd is not None:
+            return perf_event.perf_event_open(attr, self.cgroup_fd, cpu, group_fd, event_name=event.name,
+                                              flags=perf_event.PERF_FLAG_FD_CLOEXEC | perf_event.PERF_FLAG_PID_CGROUP)
         try:
             return perf_event.perf_event_open(attr, pid, cpu, group_fd, event_name=event.name)
         except EventError:
@@ -390,6 +394,9 @@ class Session:
                 pass  # a view is still held by an error being reported; GC unmaps it
         self.rings.clear()
         self.side.clear()
+        if self.cgroup_fd is not None:
+            self.fds.append(self.cgroup_fd)
+            self.cgroup_fd = None
         for fd in self.fds:
             try:
                 os.close(fd)

@@ -107,7 +107,7 @@ def test_command_in_a_mount_namespace_is_named_from_its_own_file(scene: dict[str
 
 
 def test_attached_process_in_a_mount_namespace_is_named_from_its_own_file(scene: dict[str, Path]) -> None:
-    proc = subprocess.Popen(in_namespace(scene, 4), start_new_session=True)
+    proc = subprocess.Popen(in_namespace(scene, 60), start_new_session=True)
     try:
         pid = _wait_for_exec(proc.pid, scene["host"])
         capture = scene["tmp"] / "attached.prof"
@@ -285,3 +285,53 @@ def test_all_cgroups_sort_cgroup_names_the_group_as_perf(cgroup: Path, fixtures_
     theirs = _cgroup_rows(subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--sort", "cgroup,comm"],
                                          capture_output=True, text=True, timeout=120, check=True).stdout)
     assert {k for k, v in ours.items() if v > 5} == {k for k, v in theirs.items() if v > 5}, (ours, theirs)
+
+
+def _comm_rows(text: str) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and not line.startswith("#") and fields[0].endswith("%"):
+            out[fields[-1]] = float(fields[0].rstrip("%"))
+    return out
+
+
+def test_cgroup_option_records_only_the_group_s_tasks_as_perf(cgroup: Path, fixtures_dir: Path,
+                                                               tmp_path: Path) -> None:
+    inside = tmp_path / "in_group"
+    outside = tmp_path / "outside"
+    shutil.copy(fixtures_dir / "containers" / "spin_container", inside)
+    shutil.copy(fixtures_dir / "containers" / "spin_host", outside)
+    procs = [subprocess.Popen(["sh", "-c", f"echo $$ > {cgroup}/cgroup.procs && exec {inside} 60"]),
+             subprocess.Popen([str(outside), "60"])]
+    try:
+        time.sleep(0.3)
+        capture = tmp_path / "g.prof"
+        done = subprocess.run([sys.executable, "-m", "profiler", "record", "-q", "-a", "-G", cgroup.name,
+                               "--duration", "0.6", "-o", str(capture)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        perf_rows = None
+        if shutil.which("perf"):
+            data = tmp_path / "perf.data"
+            subprocess.run(["perf", "record", "-q", "-a", "-e", "cpu-clock", "-G", cgroup.name, "-o", str(data),
+                            "--", "sleep", "0.6"], capture_output=True, timeout=60, check=True)
+            perf_rows = _comm_rows(subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--sort", "comm"],
+                                                  capture_output=True, text=True, timeout=60, check=True).stdout)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    ours = _comm_rows(subprocess.run([sys.executable, "-m", "profiler", "report", "-i", str(capture), "--sort",
+                                      "comm"], capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert ours.get("in_group", 0) > 90 and "outside" not in ours, ours
+    if perf_rows is not None:
+        assert {k for k, v in ours.items() if v > 5} == {k for k, v in perf_rows.items() if v > 5}, (ours, perf_rows)
+
+
+def test_cgroup_option_needs_a_system_wide_recording_and_a_real_group(tmp_path: Path, root_needed: None) -> None:
+    run = [sys.executable, "-m", "profiler", "record", "-q", "-o", str(tmp_path / "x.prof")]
+    done = subprocess.run([*run, "-G", "/", "--", "true"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "give -a" in done.stderr
+    done = subprocess.run([*run, "-a", "-G", "no-such-group-here", "--duration", "0.1"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0 and "no such cgroup" in done.stderr
