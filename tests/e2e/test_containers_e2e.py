@@ -277,6 +277,10 @@ def test_all_cgroups_sort_cgroup_names_the_group_as_perf(cgroup: Path, fixtures_
     ours = _cgroup_rows(done.stdout)
     name = "/" + cgroup.name
     assert ours.get((name, "spin_host"), 0) > 90, ours
+    script = subprocess.run([sys.executable, "-m", "profiler", "script", "-i", str(capture), "-F", "comm,cgroup"],
+                            capture_output=True, text=True, timeout=120, check=True).stdout.splitlines()
+    spin_lines = [line.split() for line in script if line.split()[:1] == ["spin_host"]]
+    assert spin_lines and all(words == ["spin_host", name] for words in spin_lines), spin_lines[:3]
     if shutil.which("perf") is None:
         return
     data = tmp_path / "perf.data"
