@@ -49,6 +49,7 @@ MATCH, UNVERIFIABLE, REPLACED, UNREADABLE = "match", "unverifiable", "replaced",
 #: where a build-id or identity was read: the host path, or the process's own view of the file
 FROM_HOST, FROM_MAP_FILES, FROM_ROOT = "file", "map_files", "root"
 MAX_KEPT = 256  # namespace-only files kept open for packing at the end
+MAX_RETRIES = 8  # reads of a file not read yet, through later processes that map it
 PROC = "/proc"
 MEMFD = "/memfd:"  # memfd_create's names: anonymous memory to a report (JIT maps), never packed
 
@@ -148,12 +149,20 @@ class MappedFiles:
         self.from_kernel: dict[str, str] = {}  # path -> hex, from MMAP2's build-id form
         self.kept: dict[tuple[str, Identity], int] = {}  # namespace-only files, open for packing
         self.perf_maps = NamespacedPerfMaps()  # JIT maps of processes in other namespaces
+        self._retries: dict[tuple[str, Identity], int] = {}  # reads retried for an unread file
 
     def seen(self, path: str, identity: Identity, pid: int = 0, start: int = 0, end: int = 0) -> None:
         """An MMAP2 (or /proc maps line) of ``path`` by process ``pid`` at [start, end): read
         the file if this inode is new."""
         key = (path, identity)
-        if key in self.files or not path.startswith("/"):
+        known = self.files.get(key)
+        if known is not None:
+            if not known.known and pid > 0 and self._retries.get(key, 0) < MAX_RETRIES:
+                # another process mapped it: its view may still be there (the first had exited)
+                self._retries[key] = self._retries.get(key, 0) + 1
+                self._read(known, pid, start, end)
+            return
+        if not path.startswith("/"):
             return
         found = MappedFile(path, identity)
         self._read(found, pid, start, end)

@@ -339,3 +339,20 @@ def test_cgroup_option_needs_a_system_wide_recording_and_a_real_group(tmp_path: 
     done = subprocess.run([*run, "-a", "-G", "no-such-group-here", "--duration", "0.1"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode != 0 and "no such cgroup" in done.stderr
+
+
+def test_a_container_gone_before_its_files_were_read_is_never_named_from_the_host(scene: dict[str, Path]) -> None:
+    """Processes that live a few milliseconds: the recorder may see their MMAP2 records only
+    after they exited, with no view of their files left. Then the host's file at that path
+    (another inode) is refused, with the sentence; never is a frame named from it."""
+    capture = scene["tmp"] / "short.prof"
+    host, container = scene["host"], scene["container"]
+    loop = "; ".join([f"{host} 0.01"] * 20)
+    record(capture, ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                     f"mount --bind {container} {host} && {loop}"], "-F", "20000")
+    rows, warnings = profile_rows(capture)
+    names = functions_in(rows, "spin")
+    assert "host_only_fn" not in names, (names, warnings)
+    refused = [w for w in warnings if str(host) in w and "is not the recorded file" in w]
+    assert "container_fn" in names or refused, (names, warnings)
+    assert len(refused) <= 1

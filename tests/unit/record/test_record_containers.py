@@ -202,3 +202,19 @@ def test_no_namespace_symbols_packs_nothing_and_closes(fixtures_dir: Path, tmp_p
     write_mapped_metadata(writer, files, pack=False)
     assert [k for k, _ in writer.meta] == ["buildids"] and writer.meta[0][1]["entries"][0]["namespace"] is True
     assert not files.kept and not files.perf_maps.roots
+
+
+def test_a_file_not_read_through_its_first_process_is_read_through_the_next(
+        fixtures_dir: Path, tmp_path: Path, fake_proc: Path) -> None:
+    host = tmp_path / "app" / "spin"
+    host.parent.mkdir()
+    shutil.copy(fixtures_dir / "containers" / "spin_host", host)
+    inside = in_root(fake_proc, 301, host, fixtures_dir / "containers" / "spin_container")
+    files = M.MappedFiles()
+    files.seen(str(host), ident(inside), 300)  # the first process exited: no view of it left
+    (entry,) = files.entries()
+    assert entry.get("replaced") is True and "build_id" not in entry
+    files.seen(str(host), ident(inside), 301)  # the same file mapped by a live process
+    (entry,) = files.entries()
+    assert entry["build_id"] == read_build_id(inside) and entry["namespace"] is True and "replaced" not in entry
+    files.close()
