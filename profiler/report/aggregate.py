@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import ranges
-from profiler.report.profile import Profile
+from profiler.report.profile import Profile, cgroup_column, cgroup_name
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -250,19 +250,6 @@ def _text_key(row: ReportRow) -> tuple[str, ...]:
     return (row.comm or "", str(row.pid or 0), str(row.tid or 0), str(row.cpu or 0),
             row.dso or "", row.symbol or "", row.srcline or "", row.cgroup or "")
 
-
-def cgroup_column(profile: Profile) -> I64:
-    """Each sample's cgroup id (PERF_SAMPLE_CGROUP), 0 when it was not recorded."""
-    found = profile.samples.extra.get("cgroup")
-    return np.zeros(len(profile.samples), np.int64) if found is None else np.asarray(found).astype(np.int64)
-
-
-def cgroup_name(profile: Profile, cgroup_id: int) -> str:
-    """perf's words: the path of a known id, ``unknown`` for an id no CGROUP record named,
-    ``N/A`` for a sample without a cgroup (recorded without --all-cgroups)."""
-    if not cgroup_id:
-        return "N/A"
-    return profile.cgroup_names.get(cgroup_id, "unknown")
 
 
 def _attach_stacks(flat: ReportRows, keys: list[tuple[int, ...]], cols: list[I64], w: U64,

@@ -281,6 +281,21 @@ def test_all_cgroups_sort_cgroup_names_the_group_as_perf(cgroup: Path, fixtures_
                             capture_output=True, text=True, timeout=120, check=True).stdout.splitlines()
     spin_lines = [line.split() for line in script if line.split()[:1] == ["spin_host"]]
     assert spin_lines and all(words == ["spin_host", name] for words in spin_lines), spin_lines[:3]
+    # the exports: a pprof label, the Firefox thread name
+    import gzip
+
+    from profiler.report.render.proto import profile_pb2 as pb
+
+    export = [sys.executable, "-m", "profiler", "export", "-i", str(capture)]
+    raw = subprocess.run([*export, "-f", "pprof", "-o", "-"], capture_output=True, timeout=120, check=True).stdout
+    prof = pb.Profile()
+    prof.ParseFromString(gzip.decompress(raw))
+    st = prof.string_table
+    labelled = {(st[lab.str]) for smp in prof.sample for lab in smp.label if st[lab.key] == "cgroup"}
+    assert name in labelled, labelled
+    fx = json.loads(subprocess.run([*export, "-f", "firefox", "-o", "-"], capture_output=True, timeout=120,
+                                   check=True).stdout)
+    assert f"spin_host [{name}]" in [t["name"] for t in fx["threads"]]
     if shutil.which("perf") is None:
         return
     data = tmp_path / "perf.data"

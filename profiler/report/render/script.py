@@ -227,7 +227,7 @@ def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleTex
 
 def _cgroup_texts(profile: Profile) -> list[str]:
     """Each sample's cgroup path (``-F cgroup``; ``report --sort cgroup``'s words)."""
-    from profiler.report.aggregate import cgroup_column, cgroup_name
+    from profiler.report.profile import cgroup_column, cgroup_name
 
     return [cgroup_name(profile, c) for c in cgroup_column(profile).tolist()]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from profiler.format import records as R
-from profiler.report.aggregate import cgroup_name
+from profiler.report.profile import cgroup_name
 from profiler.report.replay import ReplayState, on_cgroup
 
 
