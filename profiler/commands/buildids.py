@@ -55,7 +55,7 @@ def command(input_path: str, only_hit: bool, as_json: bool, fmt: str, **kwargs: 
             out.write(utf8.json_text(json.dumps(rows_to_json(rows), indent=1)) + "\n")
         elif fmt in TABLE_FORMATS:
             out.write(table_text(["build-id", "samples", "source", "dso"],
-                                 [[r.build_id or "-", str(r.samples), r.source, r.path] for r in rows], fmt,
+                                 [[r.identity, str(r.samples), r.source, r.shown_path] for r in rows], fmt,
                                  [False, True, False, False]))
         else:
             render_build_ids(rows, out)

@@ -136,6 +136,15 @@ OPTIONS: tuple[Option, ...] = (
            help="Record context-switch records (PERF_RECORD_SWITCH), as perf's --switch-events."),
     Option(("--archive",), "archive",
            help="When recording ends, pack the sampled DSOs' symbols into the capture (as 'profiler archive')."),
+    Option(("-G", "--cgroup"), "cgroup", VALUE, metavar="PATH",
+           help="With -a: record only the tasks of this cgroup (a cgroup2 directory, or its path from "
+                "the hierarchy's root), as perf's -G."),
+    Option(("--all-cgroups",), "all_cgroups",
+           help="Record the cgroup of every sample and every cgroup's path (PERF_SAMPLE_CGROUP, "
+                "PERF_RECORD_CGROUP), as perf's --all-cgroups: report --sort cgroup."),
+    Option(("--no-namespace-symbols",), "no_namespace_symbols",
+           help="Do not pack the symbols of files only a container (another mount namespace) has, nor "
+                "namespaced JIT maps, at the end (packed by default: docs/containers.md)."),
 )
 
 
@@ -254,6 +263,9 @@ def options_from_cli(
     snapshot_on: str | None = None,
     off_cpu: bool = False,
     switch_events: bool = False,
+    no_namespace_symbols: bool = False,
+    all_cgroups: bool = False,
+    cgroup: str | None = None,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -298,6 +310,9 @@ def options_from_cli(
         snapshot_on=snapshot_on,
         off_cpu=off_cpu,
         switch_events=switch_events,
+        namespace_symbols=not no_namespace_symbols,
+        all_cgroups=all_cgroups,
+        cgroup=cgroup,
     )
     opts.validate()
     return opts

@@ -86,6 +86,14 @@ def read_build_id(path: str | os.PathLike[str]) -> str | None:
         os.close(fd)
 
 
+def build_id_of_fd(fd: int) -> str | None:
+    """The build-id (hex) of the ELF file open at ``fd``, or None (not ELF, no note, unreadable)."""
+    try:
+        return _build_id_of_fd(fd)
+    except (OSError, struct.error):
+        return None
+
+
 def _build_id_of_fd(fd: int) -> str | None:
     """``SHT_NOTE`` sections first (a separate debug file keeps its notes there while its
     segments may point at nothing), then ``PT_NOTE`` segments (a file without sections)."""

@@ -177,7 +177,11 @@ def _build_id_entry(entry: Any) -> bool:
     for key, hi in (("maj", U32), ("min", U32), ("ino", U64), ("ino_generation", U64)):
         if key in entry and not is_int(entry[key], 0, hi):
             return False
-    return "replaced" not in entry or isinstance(entry["replaced"], bool)
+    content = entry.get("content")
+    if content is not None and not (isinstance(content, dict) and is_text(content.get("digest"), 128)
+                                    and is_int(content.get("size"), 0, U64)):
+        return False
+    return all(key not in entry or isinstance(entry[key], bool) for key in ("replaced", "namespace"))
 
 
 def _check_buildids(data: dict[str, Any]) -> list[str]:

@@ -58,13 +58,17 @@ class RecordOptions(Frozen):
     snapshot_on: str | None = None  # --snapshot-on: signal, exit, SECONDS
     off_cpu: bool = False  # --off-cpu: sched:sched_switch samples + context-switch records (docs/offcpu.md)
     switch_events: bool = False  # --switch-events: context-switch records (attr.context_switch), as perf
+    namespace_symbols: bool = True  # pack namespace-only files and JIT maps at the end (docs/containers.md)
+    all_cgroups: bool = False  # --all-cgroups: PERF_SAMPLE_CGROUP + PERF_RECORD_CGROUP, as perf
+    cgroup: str | None = None  # -G/--cgroup PATH: only this cgroup's tasks, system-wide (record/cgroups.py)
 
     _fields = (
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
         "switch_output", "switch_max_files", "max_size", "push",
-        "overwrite", "snapshot_on", "archive_files", "off_cpu", "switch_events",
+        "overwrite", "snapshot_on", "archive_files", "off_cpu", "switch_events", "namespace_symbols",
+        "all_cgroups", "cgroup",
     )
 
     def __init__(
@@ -102,6 +106,9 @@ class RecordOptions(Frozen):
         archive_files: bool = False,
         off_cpu: bool = False,
         switch_events: bool = False,
+        namespace_symbols: bool = True,
+        all_cgroups: bool = False,
+        cgroup: str | None = None,
     ) -> None:
         self.command = command
         self.pids = pids
@@ -136,6 +143,9 @@ class RecordOptions(Frozen):
         self.archive_files = archive_files
         self.off_cpu = off_cpu
         self.switch_events = switch_events
+        self.namespace_symbols = namespace_symbols
+        self.all_cgroups = all_cgroups
+        self.cgroup = cgroup
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""
@@ -144,6 +154,8 @@ class RecordOptions(Frozen):
             raise UsageError("nothing to record: give a command after '--', -p PID, -t TID or -a.")
         if self.system_wide and (self.pids or self.tids):
             raise UsageError("-a (all CPUs) cannot be combined with -p or -t.")
+        if self.cgroup is not None and not self.system_wide:
+            raise UsageError("-G/--cgroup records a cgroup's tasks on every CPU: give -a (or -C), as perf needs.")
         if self.overwrite and (self.switch_output is not None or self.push):
             raise UsageError("--overwrite writes snapshots (--snapshot-on), not --switch-output files.")
         if self.snapshot_on is not None and not self.overwrite:

@@ -30,6 +30,8 @@ from profiler.format.container.layout import STDOUT, VERSION_FRAME_CPU, VERSION_
 from profiler.format.container.writer import CaptureWriter
 from profiler.names import KERNEL_DSO
 from profiler.record import kallsyms, metadata, perf_event, synth
+from profiler.record.attrs import add_cgroup_sampling, add_dwarf_sampling
+from profiler.record.cgroups import open_cgroup
 from profiler.record.events import EventSpec, default_event, parse_event, split_modifiers
 from profiler.record.flight import SIDEBAND, SideBand, SnapshotOn, backward_window, fly
 from profiler.record.groups import Member, configure, member_filters, members_of
@@ -37,6 +39,7 @@ from profiler.record.options import DEFAULT_FREQ, OFFCPU_TRACEPOINT, RecordOptio
 from profiler.record.result import RecordResult
 from profiler.record.session import OpenedEvent, Session
 from profiler.record.rotate import Totals, carry_sideband, process_tree, rotation_for, summed
+from profiler.record.packing import write_mapped_metadata
 from profiler.record.perf_event import drain_scheduling
 from profiler.record.stopper import Stopper, installed
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
@@ -122,6 +125,8 @@ def build_attr(
         attr.sample_max_stack = opts.callchain_max_stack
     if opts.dwarf_stack_size is not None:
         add_dwarf_sampling(attr, opts.dwarf_stack_size)
+    if opts.all_cgroups:
+        add_cgroup_sampling(attr, tracking)
     if tracking:
         attr.mmap = attr.mmap2 = attr.comm = attr.comm_exec = attr.task = 1
         # Off by default, as in perf: the kernel would flag other tools' MMAP2 records too
@@ -144,19 +149,6 @@ def wakeup_watermark(data_size: int) -> int:
     if data_size <= SMALL_BUFFER:
         return max(data_size * 3 // 4, 1)
     return max(data_size // 2, 1)
-
-
-def add_dwarf_sampling(attr: perf_event_attr, stack_size: int) -> None:
-    """``--call-graph dwarf``, as perf asks for it: the user registers the unwinder starts
-    from (REGS_USER, every general-purpose register of this architecture) and ``stack_size``
-    bytes of user stack from the stack pointer up (STACK_USER); the kernel's own callchain
-    is kept for kernel frames only (``exclude_callchain_user``)."""
-    from profiler.format.regs import regs_mask  # only --call-graph dwarf needs the register tables
-
-    attr.sample_type |= R.PERF_SAMPLE_CALLCHAIN | R.PERF_SAMPLE_REGS_USER | R.PERF_SAMPLE_STACK_USER
-    attr.sample_regs_user = regs_mask(os.uname().machine)
-    attr.sample_stack_user = stack_size
-    attr.exclude_callchain_user = 1
 
 
 def resolve_events(opts: RecordOptions) -> tuple[list[Member], list[str]]:
@@ -253,6 +245,8 @@ class Recorder:
         return all(e.attr.sample_type & R.PERF_SAMPLE_CPU for e in self.events)
 
     def _open_events(self, specs: list[Member], cpus: list[int]) -> None:
+        if self.opts.cgroup is not None:  # -G: every event on the group's directory, per CPU
+            self.session.cgroup_fd = open_cgroup(self.opts.cgroup)
         command = self.command_is_target
         inherit = self.opts.inherit and (command or bool(self.opts.pids))
         data_size = self.opts.data_pages * self.page_size
@@ -379,10 +373,9 @@ class Recorder:
                 pids = sorted({*pids, *process_tree(self.child.pid)})
         for pid in pids:
             records.extend(synth.process_records(pid, ident, data_mmaps=self.opts.data_mmaps))
-        mapped = self.session.stats.mapped
-        for rec in records:
-            if rec.type == R.PERF_RECORD_MMAP2 and not rec.misc & R.PERF_RECORD_MISC_MMAP_DATA:
-                mapped.seen(rec.filename, (rec.maj, rec.min, rec.ino, rec.ino_generation))
+        if self.opts.all_cgroups:
+            records.extend(synth.cgroup_records(ident))
+        self.session.stats.mapped.seen_records(records)
         if records:
             writer.write_synth(synth.encode_all(records, layout))
 
@@ -511,8 +504,7 @@ class Recorder:
     def _close_file(self, writer: CaptureWriter, started: float) -> None:
         """The closing metadata of one capture file (build-ids, kernel symbols, lost, stats)."""
         stats = self.session.stats
-        stats.mapped.finish()
-        writer.write_meta("buildids", {"entries": stats.mapped.entries()})
+        write_mapped_metadata(writer, stats.mapped, self.opts.dwarf_stack_size is not None, self.opts.namespace_symbols)
         self._kernel_symbols(writer)
         writer.write_meta("lost", {"per_cpu": dict(stats.lost_per_cpu)})
         summary = {

@@ -30,6 +30,7 @@ from profiler.format.container.writer import CaptureWriter
 from profiler.record import perf_event
 from profiler.record.kallsyms import SampleSpan
 from profiler.record.mapped import MappedFiles
+from profiler.record.perfmaps import is_jit_memory
 from profiler.record.ringbuf import RingBuffer
 from profiler.value import Value
 
@@ -38,6 +39,7 @@ _U64 = struct.Struct("=Q")
 _MMAP2_FILENAME = 8 + 64  # header + pid/tid/addr/len/pgoff/union(24)/prot/flags
 _MMAP2_BUILD_ID = 8 + 32  # build_id_size u8, 3 reserved bytes, build_id[20]; or the inode form:
 _MMAP2_INODE = struct.Struct("=IIQQ")  # maj, min, ino, ino_generation
+_MMAP2_WHERE = struct.Struct("=I4xQQ")  # pid, (tid), addr, len: after the header
 _SAMPLE = R.PERF_RECORD_SAMPLE
 _MIN_RUN = 8  # a run of same-size samples shorter than this is walked record by record
 _TYPE_SIZE_BYTES = (0, 1, 2, 3, 6, 7)  # the header bytes of type and size (4 and 5 are misc)
@@ -247,8 +249,11 @@ class StreamStats(Value):
     def _mmap2(self, buf: bytes | memoryview, pos: int, size: int, misc: int) -> None:
         if misc & R.PERF_RECORD_MISC_MMAP_DATA:
             return
+        pid, addr, length = _MMAP2_WHERE.unpack_from(buf, pos + 8)
         raw = bytes(buf[pos + _MMAP2_FILENAME : pos + size])
         name = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        if is_jit_memory(name):
+            self.mapped.perf_maps.seen_process(pid)  # its perf map, in another namespace? (record/perfmaps.py)
         if not name.startswith("/"):
             return
         if self.kernel_build_ids and misc & R.PERF_RECORD_MISC_MMAP_BUILD_ID:
@@ -257,7 +262,7 @@ class StreamStats(Value):
                 self.mapped.seen_with_build_id(name, head[4 : 4 + head[0]])
                 return
         maj, mnr, ino, gen = _MMAP2_INODE.unpack_from(buf, pos + _MMAP2_BUILD_ID)
-        self.mapped.seen(name, (maj, mnr, ino, gen))
+        self.mapped.seen(name, (maj, mnr, ino, gen), pid, addr, addr + length)
 
 class OpenedEvent(Value):
     """One event spec as opened: its final attr and the kernel ids of all its fds."""
@@ -288,6 +293,7 @@ class Session:
         self.compact: Callable[[bytes], bytes] | None = None
         self.overwrite = False  # --overwrite: backward buffers, read only for snapshots (record/flight.py)
         self.side: dict[int, tuple[int, mmap.mmap, RingBuffer]] = {}  # --overwrite: cpu -> side-band ring
+        self.cgroup_fd: int | None = None  # -G: system-wide events count only this group (record/cgroups.py)
 
     # opening -------------------------------------------------------------------------------
 
@@ -315,6 +321,9 @@ class Session:
 
     def _open_with_fallbacks(self, event: OpenedEvent, pid: int, cpu: int, group_fd: int = -1) -> int:
         attr = event.attr
+        if pid == -1 and self.cgroup_fd is not None:
+            return perf_event.perf_event_open(attr, self.cgroup_fd, cpu, group_fd, event_name=event.name,
+                                              flags=perf_event.PERF_FLAG_FD_CLOEXEC | perf_event.PERF_FLAG_PID_CGROUP)
         try:
             return perf_event.perf_event_open(attr, pid, cpu, group_fd, event_name=event.name)
         except EventError:
@@ -427,6 +436,9 @@ class Session:
                 pass  # a view is still held by an error being reported; GC unmaps it
         self.rings.clear()
         self.side.clear()
+        if self.cgroup_fd is not None:
+            self.fds.append(self.cgroup_fd)
+            self.cgroup_fd = None
         for fd in self.fds:
             try:
                 os.close(fd)

@@ -161,6 +161,37 @@ def process_records(
         )
 
 
+def cgroup2_root(mounts: str = "/proc/self/mounts") -> str | None:
+    """Where the cgroup2 hierarchy is mounted (``/sys/fs/cgroup``, or ``/sys/fs/cgroup/unified``
+    on a hybrid hierarchy), None without one."""
+    try:
+        with open(mounts, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) > 2 and fields[2] == "cgroup2":
+                    return fields[1].replace("\\040", " ")
+    except OSError:
+        return None
+    return None
+
+
+def cgroup_records(ident: int, root: str | None = None) -> Iterator[SimpleNamespace]:
+    """PERF_RECORD_CGROUP for every cgroup that exists now, as perf synthesizes them: the id
+    (a cgroup2 directory's inode number is its kernfs id, which PERF_SAMPLE_CGROUP carries)
+    and the path from the hierarchy's root ("/" for the root)."""
+    root = cgroup2_root() if root is None else root
+    if root is None:
+        return
+    for here, dirs, _ in os.walk(root):
+        dirs.sort()
+        try:
+            ino = os.stat(here).st_ino
+        except OSError:
+            continue  # removed meanwhile
+        rel = "/" + os.path.relpath(here, root) if here != root else "/"
+        yield _record(R.PERF_RECORD_CGROUP, 0, _sid(0, 0, ident), id=ino, path=rel)
+
+
 def idle_records(ident: int) -> Iterator[SimpleNamespace]:
     """pid 0 is the idle task; system-wide samples land there (perf names it swapper)."""
     yield _comm(0, 0, "swapper", R.PERF_RECORD_MISC_KERNEL, ident)

@@ -15,12 +15,12 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import ranges
-from profiler.report.profile import Profile
+from profiler.report.profile import Profile, cgroup_column, cgroup_name
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 
-SAMPLE_KEYS = ("pid", "tid", "comm", "cpu")
+SAMPLE_KEYS = ("pid", "tid", "comm", "cpu", "cgroup")
 @dataclass(frozen=True)
 class ReportRow:
     """One line of the flat profile. Fields of sort keys not in use are None."""
@@ -39,6 +39,7 @@ class ReportRow:
     kernel: bool = False  # [k] rather than [.]
     frame: int = -1  # frame id when sorting by sym
     srcline: str | None = None  # "file.c:12" of the sampled address (sort key srcline)
+    cgroup: str | None = None  # the sample's cgroup path (sort key cgroup; --all-cgroups)
     unnamed: bool = False  # a function without a symbol, named DSO+0xSTART (see symbols/unnamed.py)
 
 
@@ -111,7 +112,7 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     s = profile.samples
     attr_names = [k for k in SAMPLE_KEYS if k in sort]
     sample_cols: dict[str, npt.NDArray[Any]] = {"pid": s.pid, "tid": s.tid, "comm": profile.comm,
-                                                "cpu": s.cpu}
+                                                "cpu": s.cpu, "cgroup": cgroup_column(profile)}
     fkey, dso_info = frame_keys(profile, sort)
 
     # 1. groups of samples with the same stack and attributes
@@ -232,6 +233,8 @@ def _row(profile: Profile, sort: tuple[str, ...], attr_names: list[str],
     for k in ("pid", "tid", "cpu"):
         if k in vals:
             fields[k] = int(vals[k])
+    if "cgroup" in vals:
+        fields["cgroup"] = cgroup_name(profile, int(vals["cgroup"]))
     if "sym" in sort:
         fr = profile.frames[fk]
         fields.update(symbol=fr.label(profile.demangle), kernel=fr.is_kernel, frame=fk, unnamed=fr.unnamed)
@@ -245,7 +248,8 @@ def _row(profile: Profile, sort: tuple[str, ...], attr_names: list[str],
 
 def _text_key(row: ReportRow) -> tuple[str, ...]:
     return (row.comm or "", str(row.pid or 0), str(row.tid or 0), str(row.cpu or 0),
-            row.dso or "", row.symbol or "", row.srcline or "")
+            row.dso or "", row.symbol or "", row.srcline or "", row.cgroup or "")
+
 
 
 def _attach_stacks(flat: ReportRows, keys: list[tuple[int, ...]], cols: list[I64], w: U64,

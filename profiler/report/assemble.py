@@ -136,7 +136,8 @@ def assemble(options: LoadOptions, capture: Capture, event: int, rows: Selected,
         unwind.count_roots(outer_is_root(stack, table.start, table.frames, resolver.frames, ROOTS))
     profile = Profile(
         path=options.input, header=capture.info, event=capture.event_names[event], event_names=capture.event_names,
-        samples=s, comm=rows.comm, comm_names=state.comm_names, stack=stack, stack_start=table.start,
+        samples=s, comm=rows.comm, comm_names=state.comm_names, cgroup_names=state.cgroups, stack=stack,
+        stack_start=table.start,
         stack_frames=table.frames, frames=resolver.frames, stack_table=table, has_callchains=has_chains,
         demangle=options.demangle, lost_samples=state.lost + state.lost_samples, counts=counts.records,
         warnings=counts.warnings + resolver.warnings, recorded_samples=counts.recorded, start_ns=counts.start_ns,

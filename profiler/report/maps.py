@@ -31,6 +31,9 @@ class Dso:
 
     path: str
     build_id: str | None = None
+    #: for a file recorded without a build-id: ``"<size>:<digest>"`` its content identity, or
+    #: ``"unverified"`` (profiler/format/recorded.py): a local file must match it to be used
+    content: str | None = None
 
     @property
     def short_name(self) -> str:

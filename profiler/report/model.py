@@ -139,6 +139,7 @@ class StackSample:
     samples: int
     period: int
     locations: tuple[Location, ...] = ()  # root first; filled when the caller asked for them
+    cgroup: str | None = None  # the cgroup path of the thread's first sample of it (--all-cgroups)
 
     def weight(self, by: Weight) -> int:
         """This stack's weight under ``by``."""

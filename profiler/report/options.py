@@ -12,7 +12,7 @@ import numpy.typing as npt
 from profiler.errors import UsageError
 from profiler.format.container.layout import DEFAULT_CAPTURE
 
-SORT_KEYS: tuple[str, ...] = ("pid", "tid", "comm", "dso", "sym", "cpu", "srcline")
+SORT_KEYS: tuple[str, ...] = ("pid", "tid", "comm", "dso", "sym", "cpu", "srcline", "cgroup")
 DEFAULT_SORT: tuple[str, ...] = ("comm", "dso", "sym")
 CALLGRAPH_MODES: tuple[str, ...] = ("caller", "callee", "none")
 FORMATS: tuple[str, ...] = ("table", "json", "csv", "folded", "markdown", "github", "simple")

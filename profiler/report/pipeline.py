@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from profiler.format.abi import PERF_SAMPLE_CGROUP
 from profiler.format.decode.columns import CaptureData, SampleColumns
 from profiler.format.decode.decoder import check_period_total, period_total
 from profiler.report.assemble import (
@@ -115,7 +116,8 @@ def needs_whole(options: LoadOptions, capture: Capture, index: int) -> bool:
         return True
     ev = capture.events.events[index]
     dwarf = options.callchains and has_user_stacks(ev.layout) and columns_for(capture.arch) is not None
-    return reads_group(ev) or dwarf or options.payloads or bool(options.filters.trace)
+    cgroups = bool(ev.layout.sample_type & PERF_SAMPLE_CGROUP)  # the tally keeps no cgroup column
+    return reads_group(ev) or dwarf or cgroups or options.payloads or bool(options.filters.trace)
 
 
 def load_events(options: LoadOptions, warn: Warn, capture: Capture | None = None,

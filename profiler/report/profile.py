@@ -102,6 +102,7 @@ class Profile:
     # into distinct rows (``profiler.report.tally``; rows in the time order of their last
     # samples), None when every row is one sample
     weight: I64 | None = None
+    cgroup_names: dict[int, str] = field(default_factory=dict)  # cgroup id -> path (--all-cgroups)
     _function_lines: dict[tuple[str, int], int | None] = field(default_factory=dict, repr=False)
     # the rows' (stack, thread) groups, with the arrays they were made from (see _thread_stacks)
     _groups: tuple[I64, Any, I64, npt.NDArray[np.bool_]] | None = field(default=None, repr=False)
@@ -158,6 +159,7 @@ class Profile:
                   else np.zeros(0, np.int64))
         periods = np.add.reduceat(s.period[order], starts) if len(starts) else np.zeros(0, np.uint64)
         built: dict[int, tuple[tuple[Frame, ...], tuple[Location, ...]]] = {}
+        cgroups = cgroup_column(self) if "cgroup" in s.extra else None  # --all-cgroups captures
         out = []
         for j, pos in enumerate(starts.tolist()):
             i, k = int(order[pos]), int(st[pos])
@@ -167,6 +169,7 @@ class Profile:
             out.append(StackSample(
                 comm=self.comm_names[int(self.comm[i])], pid=int(s.pid[i]), tid=int(s.tid[i]),
                 frames=frames, samples=int(counts[j]), period=int(periods[j]), locations=where,
+                cgroup=None if cgroups is None else cgroup_name(self, int(cgroups[i])),
             ))
         return out
 
@@ -297,3 +300,17 @@ def stack_profile(profile: Profile, locations: bool = False, timeline: bool = Fa
     ``timeline`` every sample in time order too (a profile with a row per sample)."""
     return StackSet(profile_meta(profile, profile.header), profile.stack_samples(locations),
                         profile.timeline() if timeline else None)
+
+
+def cgroup_column(profile: Profile) -> I64:
+    """Each sample's cgroup id (PERF_SAMPLE_CGROUP), 0 when it was not recorded."""
+    found = profile.samples.extra.get("cgroup")
+    return np.zeros(len(profile.samples), np.int64) if found is None else np.asarray(found).astype(np.int64)
+
+
+def cgroup_name(profile: Profile, cgroup_id: int) -> str:
+    """perf's words: the path of a known id, ``unknown`` for an id no CGROUP record named,
+    ``N/A`` for a sample without a cgroup (recorded without --all-cgroups)."""
+    if not cgroup_id:
+        return "N/A"
+    return profile.cgroup_names.get(cgroup_id, "unknown")

@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from profiler.format import records as R
 from profiler.format.decode.columns import OtherRecord
+from profiler.format.recorded import InodeKey, RecordedFile
 from profiler.report.maps import EMPTY, KERNEL_MAP_PREFIX, Dso, DsoTable, Map, MapSnapshot
 
 I64 = npt.NDArray[np.int64]
@@ -45,6 +46,7 @@ class ReplayState:
 
     dsos: DsoTable = field(default_factory=DsoTable)
     build_ids: dict[str, str] = field(default_factory=dict)  # path -> hex, from metadata
+    by_inode: dict[InodeKey, RecordedFile] = field(default_factory=dict)  # the same, per mapped inode
     snapshots: list[MapSnapshot] = field(default_factory=lambda: [EMPTY])  # generation -> maps
     current_gen: dict[int, int] = field(default_factory=dict)  # pid -> generation
     comm_names: list[str] = field(default_factory=list)
@@ -55,6 +57,7 @@ class ReplayState:
     comm_log: list[tuple[int, int, int]] = field(default_factory=list)  # (tid, boundary, comm)
     lost: int = 0
     lost_samples: int = 0
+    cgroups: dict[int, str] = field(default_factory=dict)  # cgroup id -> path (PERF_RECORD_CGROUP)
     boundary: int = 0  # samples (in time order) before the record being replayed
 
     def comm_id(self, name: str) -> int:
@@ -104,11 +107,15 @@ def on_mmap(state: ReplayState, rec: R.Record) -> None:
     if rec.misc & R.PERF_RECORD_MISC_MMAP_DATA:
         return
     build_id: str | None = None
+    content: str | None = None
+    found = state.by_inode.get((rec.filename, rec.maj, rec.min, rec.ino)) if isinstance(rec, R.Mmap2) else None
     if isinstance(rec, R.Mmap2) and rec.build_id:
         build_id = rec.build_id.hex()
-    if build_id is None:
+    elif found is not None:  # this inode's own entry: never another namespace's file at the path
+        build_id, content = found.build_id, found.check
+    else:
         build_id = state.build_ids.get(rec.filename)
-    dso = state.dsos.intern(Dso(rec.filename, build_id))
+    dso = state.dsos.intern(Dso(rec.filename, build_id, content))
     snap = state.snapshot_of(rec.pid).with_map(Map(rec.addr, end, rec.pgoff, dso))
     state.snapshots.append(snap)
     state.set_gen(rec.pid, len(state.snapshots) - 1)
@@ -126,7 +133,13 @@ def on_lost_samples(state: ReplayState, rec: R.Record) -> None:
 
 Handler = Callable[[ReplayState, R.Record], None]
 
+def on_cgroup(state: ReplayState, rec: R.Record) -> None:
+    assert isinstance(rec, R.Cgroup)
+    state.cgroups[rec.id] = rec.path
+
+
 HANDLERS: dict[type[R.Record], Handler] = {
+    R.Cgroup: on_cgroup,
     R.Comm: on_comm,
     R.Fork: on_fork,
     R.Mmap: on_mmap,
@@ -162,7 +175,7 @@ def replay(others: Sequence[OtherRecord], others_before: I64, sample_pid: npt.ND
     ``others_before[k]`` is the number of samples that precede ``others[k]``, so a change made
     by ``others[k]`` applies to samples from index ``others_before[k]`` on.
     """
-    state = ReplayState(build_ids=dict(build_ids or {}))
+    state = ReplayState(build_ids=dict(build_ids or {}), by_inode=dict(getattr(build_ids, "by_inode", {})))
     for k, other in enumerate(others):
         handler = HANDLERS.get(type(other.record))
         if handler is not None:
@@ -178,7 +191,7 @@ def replay_in_order(others: Sequence[OtherRecord], build_ids: dict[str, str] | N
     """Replay ``others`` (sorted by time) with the change made by ``others[k]`` logged at
     position ``k + 1``: a sample's position is then the number of records before it (see
     :func:`place_samples`), and the samples need not be in memory, or in order, at once."""
-    state = ReplayState(build_ids=dict(build_ids or {}))
+    state = ReplayState(build_ids=dict(build_ids or {}), by_inode=dict(getattr(build_ids, "by_inode", {})))
     for k, other in enumerate(others):
         handler = HANDLERS.get(type(other.record))
         if handler is not None:

@@ -207,7 +207,7 @@ def dso_tables(dsos: DsoTable, sources: TableSources, used: set[int],
             continue
         if not (dso.is_file or dso.path == VDSO):
             continue
-        table = sources.table(dso.path, dso.build_id)
+        table = sources.table(dso.path, dso.build_id, dso.content)
         stats.tables[dso.path] = sources.origin.get((dso.path, dso.build_id.lower() if dso.build_id else None), "")
         if table is None or not len(table):
             continue

@@ -23,6 +23,8 @@ from typing import Any
 import numpy.typing as npt
 
 from profiler.format.buildid import is_build_id
+from profiler.format.fileident import content_identity, short
+from profiler.format.recorded import UNVERIFIED
 from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS, find_debug_file
 from profiler.symbols.elf import ElfError, ElfFile
 from profiler.symbols.elfheaders import ElfLayout
@@ -87,7 +89,7 @@ class DsoSymbols:
         return self.table.lookup_many(vaddrs)
 
 
-_CacheKey = tuple[str, str | None, tuple[str, ...], bool, int, int]
+_CacheKey = tuple[str, str | None, tuple[str, ...], bool, int, int, str | None]
 _CACHE: dict[_CacheKey, DsoSymbols] = {}
 
 
@@ -126,8 +128,13 @@ def load_dso_symbols(
     debug_dirs: Sequence[str | os.PathLike[str]] = DEFAULT_DEBUG_DIRS,
     *,
     search_debug_files: bool = True,
+    expected_content: str | None = None,
 ) -> DsoSymbols:
-    """Load the symbols of the DSO at ``path`` (cached); never raises for a bad file."""
+    """Load the symbols of the DSO at ``path`` (cached); never raises for a bad file.
+
+    ``expected_content`` (``Dso.content``: a file recorded without a build-id) must match the
+    file's content identity (profiler/format/fileident.py), else the file is refused like a
+    build-id mismatch; ``"unverified"`` refuses every file."""
     file = Path(path)
     want = normalize_build_id(expected_build_id)
     try:
@@ -135,12 +142,31 @@ def load_dso_symbols(
     except OSError as exc:
         return _failure(file, exc)
     dirs = tuple(str(d) for d in debug_dirs)
-    key = (str(file), want, dirs, search_debug_files, st.st_mtime_ns, st.st_size)
+    key = (str(file), want, dirs, search_debug_files, st.st_mtime_ns, st.st_size, expected_content)
     cached = _CACHE.get(key)
     if cached is None:
-        cached = _load(file, want, dirs, search_debug_files)
+        refused = None if want else _content_refusal(file, expected_content)
+        cached = refused or _load(file, want, dirs, search_debug_files)
         _CACHE[key] = cached
     return cached
+
+
+def _content_refusal(file: Path, expected: str | None) -> DsoSymbols | None:
+    """The refusal of a file that is not the one recorded without a build-id, or None."""
+    if expected is None:
+        return None
+    if expected == UNVERIFIED:
+        message = (f"{file} is not the recorded file: when recording, the file at that path was another one "
+                   f"and the mapped one could not be read, so nothing vouches for it")
+        return DsoSymbols(file, SymbolStatus.BUILD_ID_MISMATCH, message, SymbolTable.empty())
+    found = content_identity(file)
+    size, _, digest = expected.partition(":")
+    if found is not None and f"{found['size']}:{found['digest']}" == expected:
+        return None
+    have = "not an ELF file" if found is None else short(found)
+    message = (f"{file} is not the recorded file: it was recorded without a build-id as {size} bytes, "
+               f"digest {digest[:12]}, and is now {have} (rebuilt since the capture?)")
+    return DsoSymbols(file, SymbolStatus.BUILD_ID_MISMATCH, message, SymbolTable.empty())
 
 
 def _failure(file: Path, exc: OSError) -> DsoSymbols:

@@ -52,6 +52,7 @@ from typing import Any
 from profiler.errors import FormatError, ReportError
 from profiler.format.buildid import is_build_id, kernel_build_id
 from profiler.format.localfile import contained, open_regular
+from profiler.format.recorded import content_key
 from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
 from profiler.symbols.debuginfod import DebuginfodClient
 from profiler.symbols.elf import ElfError, ElfFile
@@ -158,8 +159,8 @@ class SymbolSources:
         self._packed: dict[str, PackedEntry] = {e.key: e for e in entries}
         self._metadata = metadata
         self.debuginfod = debuginfod
-        self._without_debuginfod: dict[tuple[str, str | None], tuple[DsoSymbols, str]] = {}
-        self._dso_cache: dict[tuple[str, str | None], tuple[DsoSymbols, str]] = {}
+        self._without_debuginfod: dict[tuple[str, str | None, str | None], tuple[DsoSymbols, str]] = {}
+        self._dso_cache: dict[tuple[str, str | None, str | None], tuple[DsoSymbols, str]] = {}
         self._jit_cache: dict[int, tuple[SymbolTable | None, str]] = {}
         self._kernel: tuple[KernelSymbols | None, str, str] | None = None
 
@@ -193,18 +194,21 @@ class SymbolSources:
 
     # --- ELF files and the vdso --------------------------------------------------------
 
-    def for_dso(self, path: str, build_id: str | bytes | None) -> tuple[DsoSymbols, str]:
-        """Symbols of the DSO recorded at ``path`` with ``build_id``, and where they came from."""
+    def for_dso(self, path: str, build_id: str | bytes | None,
+                content: str | None = None) -> tuple[DsoSymbols, str]:
+        """Symbols of the DSO recorded at ``path`` with ``build_id``, and where they came from.
+        ``content`` (``Dso.content``) is what a file without a build-id must match."""
         bid = normalize_build_id(build_id)
-        key = (path, bid)
+        content = None if bid else content
+        key = (path, bid, content)
         cached = self._dso_cache.get(key)
         if cached is None:
-            cached = self._vdso(path, bid) if path == VDSO else self._elf(path, bid)
+            cached = self._vdso(path, bid) if path == VDSO else self._elf(path, bid, content)
             self._dso_cache[key] = cached
         return cached
 
-    def _elf(self, path: str, bid: str | None) -> tuple[DsoSymbols, str]:
-        found = self._elf_here(path, bid)
+    def _elf(self, path: str, bid: str | None, content: str | None = None) -> tuple[DsoSymbols, str]:
+        found = self._elf_here(path, bid, content)
         if self.debuginfod is None or not bid or _complete(*found):
             return found
         debug = self.debuginfod.fetch(bid)
@@ -236,23 +240,25 @@ class SymbolSources:
                 if note not in self.warnings:
                     self.warnings.append(note)
 
-    def _elf_here(self, path: str, bid: str | None) -> tuple[DsoSymbols, str]:
+    def _elf_here(self, path: str, bid: str | None, content: str | None = None) -> tuple[DsoSymbols, str]:
         """The chain without debuginfod (cached): packed, symfs, debug dirs, local."""
-        key = (path, bid)
+        key = (path, bid, content)
         found = self._without_debuginfod.get(key)
         if found is None:
-            found = self._elf_chain(path, bid)
+            found = self._elf_chain(path, bid, content)
             self._without_debuginfod[key] = found
         return found
 
-    def _elf_chain(self, path: str, bid: str | None) -> tuple[DsoSymbols, str]:
+    def _elf_chain(self, path: str, bid: str | None, content: str | None = None) -> tuple[DsoSymbols, str]:
         entry = self.packed(KIND_ELF, path, bid)
+        if entry is not None and not bid and not _packed_content_matches(entry, content):
+            entry = None  # packed for another file at that path
         got = None if entry is None else self._packed_symbols(entry)
         if got is not None:
             return got, PACKED
         mismatch: DsoSymbols | None = None
         for label, candidate, dirs, search in self._candidates(path, bid):
-            syms = load_dso_symbols(candidate, bid, dirs, search_debug_files=search)
+            syms = load_dso_symbols(candidate, bid, dirs, search_debug_files=search, expected_content=content)
             if label == DEBUG_DIR and syms.ok:
                 return self._with_runtime_layout(syms, path, bid), label
             if label != DEBUG_DIR and syms.status in (SymbolStatus.OK, SymbolStatus.NO_SYMBOLS):
@@ -470,7 +476,7 @@ class ChainSource:
         """``dso`` has ``path`` and ``build_id`` (``profiler.report.maps.Dso``)."""
         if not (str(dso.path).startswith("/") or dso.path == VDSO or dso.build_id):
             return None
-        syms, label = self.sources.for_dso(dso.path, dso.build_id)
+        syms, label = self.sources.for_dso(dso.path, dso.build_id, getattr(dso, "content", None))
         if label == MISMATCH:
             return None  # SymbolSources already warned, once: add ``sources.warnings`` to the report's
         return syms  # a MISSING result makes the resolver warn "no symbols for ..." once
@@ -488,6 +494,15 @@ def rebuilt_layout(layout: ElfLayout) -> ElfLayout:
         for seg in layout.load_segments
     )
     return ElfLayout(layout.build_id, layout.e_type, layout.machine, segments)
+
+
+def _packed_content_matches(entry: PackedEntry, content: str | None) -> bool:
+    """A packed entry without a build-id serves a DSO recorded with content identity
+    ``content`` only when it was packed with that identity (None: any entry, as before)."""
+    if content is None:
+        return True
+    packed = entry.data.get("content")
+    return isinstance(packed, Mapping) and content_key(dict(packed)) == content
 
 
 def _complete(syms: DsoSymbols, label: str) -> bool:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler.cache import cache_dir as report_cache_dir
+from profiler.format.fileident import content_identity
 from profiler.format.localfile import contained
 from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
 from profiler.symbols.elf import ElfError, ElfFile
@@ -71,17 +72,18 @@ class TableSources:
             if isinstance(path, str):
                 self._packed_paths[path] = bytes(data)
 
-    def table(self, path: str, build_id: str | None) -> RuleTable | None:
+    def table(self, path: str, build_id: str | None, content: str | None = None) -> RuleTable | None:
+        """``content``: what a file recorded without a build-id must match (``Dso.content``)."""
         bid = build_id.lower() if build_id else None
         if (path, bid) in self.loaded:
             return self.loaded[(path, bid)]
-        found, origin = self._find(path, bid)
+        found, origin = self._find(path, bid, None if bid else content)
         self.origin[(path, bid)] = origin
         if found is not None:
             self.loaded[(path, bid)] = found
         return found
 
-    def _find(self, path: str, bid: str | None) -> tuple[RuleTable | None, str]:
+    def _find(self, path: str, bid: str | None, content: str | None = None) -> tuple[RuleTable | None, str]:
         packed = self._packed.get(bid) if bid else self._packed_paths.get(path)
         if packed is None and path == VDSO:
             packed = self._packed_paths.get(path)
@@ -95,7 +97,7 @@ class TableSources:
             cached = self._cached(key)
             if cached is not None:
                 return cached, "cache"
-        table = self._compile(path, bid)
+        table = self._compile(path, bid, content)
         if table is None:
             return None, "missing"
         if key and self.use_cache:
@@ -135,7 +137,7 @@ class TableSources:
         except OSError:
             pass  # a cache that cannot be written only costs time
 
-    def _compile(self, path: str, bid: str | None) -> RuleTable | None:
+    def _compile(self, path: str, bid: str | None, content: str | None = None) -> RuleTable | None:
         # pyelftools (the CFI parser) is imported only when a table is compiled: a report
         # whose tables are all cached does without it
         from elftools.common.exceptions import ELFError, ELFParseError
@@ -160,6 +162,8 @@ class TableSources:
                 continue
             if bid and elf.build_id and not _same_id(elf.build_id, bid):
                 continue
+            if content is not None and not _content_is(candidate, content):
+                continue  # not the file recorded without a build-id: its CFI would unwind wrongly
             debug = self._debug_file(bid)
             try:
                 return compile_path(str(candidate), self.cols, debug)
@@ -180,6 +184,11 @@ class TableSources:
             if p.is_file():
                 return str(p)
         return None
+
+
+def _content_is(path: Path, content: str) -> bool:
+    found = content_identity(path)
+    return found is not None and f"{found['size']}:{found['digest']}" == content
 
 
 def _same_id(a: str, b: str) -> bool:

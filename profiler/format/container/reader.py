@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from profiler import __version__
 from profiler.errors import FormatError, NotACaptureError, ProfilerError, VersionError
 from profiler.format.bounded import Budget, peek_kind, unpack
-from profiler.format.buildid import is_build_id
+from profiler.format.recorded import RecordedBuildIds
 from profiler.format.container.inflate import Inflated, expand_raw_frames
 from profiler.format.container.layout import (
     FILE_HEAD,
@@ -178,15 +178,15 @@ class CaptureReader:
         """Payloads of every META frame of ``kind``, in file order."""
         return [data for k, data in self.iter_metadata() if k == kind]
 
-    def build_ids(self) -> dict[str, str]:
-        """path -> build-id (hex) from the capture's ``buildids`` metadata."""
-        out: dict[str, str] = {}
+    def build_ids(self) -> RecordedBuildIds:
+        """path -> build-id (hex) from the capture's ``buildids`` metadata; its ``by_inode``
+        holds what was recorded of each (path, maj, min, ino) (:mod:`profiler.format.recorded`)."""
+        out = RecordedBuildIds()
         for meta in self.metadata("buildids"):
             entries = meta.get("entries")
             for entry in entries if isinstance(entries, list) else []:
-                if isinstance(entry, dict) and isinstance(entry.get("path"), str) and entry["path"] \
-                        and is_build_id(entry.get("build_id")):
-                    out[entry["path"]] = entry["build_id"].lower()
+                if isinstance(entry, dict) and isinstance(entry.get("path"), str) and entry["path"]:
+                    out.add(entry)
         return out
 
     def iter_metadata(self) -> Iterator[tuple[str, dict[str, Any]]]:

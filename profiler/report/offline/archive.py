@@ -246,7 +246,7 @@ def _pack_user(use: DsoUse, finder: SymbolSources, all_symbols: bool) -> tuple[d
         symtab, coverage, count = subset_table(table, use.addrs, all_symbols)
         return {"kind": KIND_JIT, "path": use.path, "build_id": None, "pid": use.pid, "layout": None,
                 "symtab": symtab, "count": count, "coverage": coverage, "source": label}, ""
-    syms, label = finder.for_dso(use.path, use.build_id)
+    syms, label = finder.for_dso(use.path, use.build_id, use.content)
     if not syms.ok:
         return None, syms.message or label
     layout = syms.layout
@@ -261,6 +261,9 @@ def _pack_user(use: DsoUse, finder: SymbolSources, all_symbols: bool) -> tuple[d
     payload = {"kind": kind, "path": use.path, "build_id": build_id,
                "layout": None if layout is None else layout.to_packed(),
                "symtab": symtab, "count": count, "coverage": coverage, "source": label}
+    if not build_id and use.content and ":" in use.content:  # the identity it was checked against
+        size, _, digest = use.content.partition(":")
+        payload["content"] = {"size": int(size), "digest": digest}
     lines = _packed_lines(syms, build_id, np.concatenate([_with_return_sites(vaddrs), _function_starts(syms, vaddrs)]))
     if lines is not None:
         payload["lines"] = lines

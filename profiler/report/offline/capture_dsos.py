@@ -55,6 +55,8 @@ class DsoUse:
     addrs: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
     pid: int | None = None  # JIT maps: the process
     anon: bool = False  # JIT maps: some address lies in anonymous executable memory (not just in no map)
+    content: str | None = None  # Dso.content: a file recorded without a build-id
+    recorded_from: str = ""  # where the recorder read its identity (map_files, root, file, mmap2)
 
     @property
     def name(self) -> str:
@@ -97,17 +99,20 @@ def scan_capture(reader: CaptureReader, data: CaptureData | None = None,
     """Every DSO of the capture with the samples and addresses that hit it."""
     data = data if data is not None else load_capture(reader)
     s = data.samples
-    rep = replay(data.others, data.others_before, s.pid, s.tid, reader.build_ids())
+    recorded = reader.build_ids()
+    rep = replay(data.others, data.others_before, s.pid, s.tid, recorded)
     owner, addr, kernel = sample_addresses(s)
+    origin = _recorded_origins(recorded)
     uses: dict[tuple[str, str, Any], DsoUse] = {}
     hits: list[tuple[I64, tuple[str, str, Any]]] = []  # (sample indices, key)
 
     def add(kind: str, path: str, bid: str | None, who: I64, addrs: U64, pid: int | None = None,
-            anon: bool = False) -> None:
-        key = (kind, path, pid if kind == KIND_JIT else bid)
+            anon: bool = False, content: str | None = None) -> None:
+        key = (kind, path, pid if kind == KIND_JIT else (bid, content))
         use = uses.get(key)
         if use is None:
-            use = uses[key] = DsoUse(kind, path, bid, pid=pid)
+            use = uses[key] = DsoUse(kind, path, bid, pid=pid, content=content,
+                                     recorded_from=origin.get((path, bid or content), ""))
         use.anon |= anon
         use.addrs = np.union1d(use.addrs, addrs).astype(np.uint64)
         hits.append((who, key))
@@ -115,7 +120,9 @@ def scan_capture(reader: CaptureReader, data: CaptureData | None = None,
     for dso in rep.dsos.dsos:  # every mapped file, hit or not
         kind = KIND_VDSO if dso.path == VDSO else KIND_ELF
         if dso.is_file or kind == KIND_VDSO:
-            uses.setdefault((kind, dso.path, dso.build_id), DsoUse(kind, dso.path, dso.build_id))
+            uses.setdefault((kind, dso.path, (dso.build_id, dso.content)),
+                            DsoUse(kind, dso.path, dso.build_id, content=dso.content,
+                                   recorded_from=origin.get((dso.path, dso.build_id or dso.content), "")))
     _user_hits(rep, s, owner[~kernel], addr[~kernel], add)
     kbid = _kernel_build_id(reader)
     k_owner, k_addr = owner[kernel], addr[kernel]
@@ -145,7 +152,7 @@ def _user_hits(rep: Any, s: SampleColumns, owner: I64, addr: U64,
         dso: Dso | None = rep.dsos[d] if d >= 0 else None
         if dso is not None and (dso.is_file or dso.path == VDSO):
             kind = KIND_VDSO if dso.path == VDSO else KIND_ELF
-            add(kind, dso.path, dso.build_id, owner[sel], np.unique(offsets[sel]))
+            add(kind, dso.path, dso.build_id, owner[sel], np.unique(offsets[sel]), content=dso.content)
             continue
         if dso is None or not dso.is_anon:
             continue  # in no mapping, or a pseudo one ([heap], [stack]): no file, no JIT map
@@ -154,6 +161,16 @@ def _user_hits(rep: Any, s: SampleColumns, owner: I64, addr: U64,
             mine = sel[pids == pid]
             add(KIND_JIT, str(perf_map_path(int(pid))), None, owner[mine], np.unique(addr[mine]), int(pid),
                 anon=True)
+
+
+def _recorded_origins(recorded: Any) -> dict[tuple[str, str | None], str]:
+    """(path, build-id or content check) -> where the recorder read it, "+namespace" for a file
+    read through a process's view that the recorder's own path did not show."""
+    out: dict[tuple[str, str | None], str] = {}
+    for found in getattr(recorded, "by_inode", {}).values():
+        if found.source:
+            out[(found.path, found.build_id or found.check)] = found.source + ("+namespace" if found.namespace else "")
+    return out
 
 
 def _kernel_split(ks: KernelSymbols | None, addrs: U64) -> list[tuple[str, npt.NDArray[np.bool_]]]:
@@ -194,13 +211,30 @@ class BuildIdRow:
     build_id: str | None
     samples: int
     source: str
+    content: str | None = None  # "<size>:<digest>" of a file recorded without a build-id
+    recorded_from: str = ""  # map_files / root / file / mmap2, "+namespace" for a container's file
+
+    @property
+    def identity(self) -> str:
+        """The build-id, else ``content:<digest, 16 hex>``, else ``-``."""
+        if self.build_id:
+            return self.build_id
+        if self.content and ":" in self.content:
+            return "content:" + self.content.partition(":")[2][:16]
+        return self.content or "-"
+
+    @property
+    def shown_path(self) -> str:
+        return f"{self.path}  (recorded from {self.recorded_from})" if self.recorded_from not in ("", "file", "mmap2") \
+            else self.path
 
 
 def build_id_rows(found: CaptureDsos, sources: SymbolSources) -> list[BuildIdRow]:
     """Each DSO with where its symbols come from on this machine."""
     rows = []
     for use in found.dsos:
-        rows.append(BuildIdRow(use.path, use.kind, use.build_id, use.samples, source_label(use, sources)))
+        rows.append(BuildIdRow(use.path, use.kind, use.build_id, use.samples, source_label(use, sources),
+                               use.content, use.recorded_from))
     return rows
 
 
@@ -209,17 +243,25 @@ def source_label(use: DsoUse, sources: SymbolSources) -> str:
         return sources.kernel()[1]
     if use.kind == KIND_JIT:
         return sources.jit(use.pid or 0)[1]
-    return sources.for_dso(use.path, use.build_id)[1]
+    return sources.for_dso(use.path, use.build_id, use.content)[1]
 
 
 def render_build_ids(rows: list[BuildIdRow], stream: TextIO) -> None:
     """perf buildid-list's layout (build-id, path) with samples and the source added."""
-    width = max([len(r.build_id or "-") for r in rows] + [8])
+    width = max([len(r.identity) for r in rows] + [8])
     stream.write(f"{'build-id':<{width}}  {'samples':>8}  {'source':<13}  dso\n")
     for r in rows:
-        stream.write(f"{r.build_id or '-':<{width}}  {r.samples:>8}  {r.source:<13}  {r.path}\n")
+        stream.write(f"{r.identity:<{width}}  {r.samples:>8}  {r.source:<13}  {r.shown_path}\n")
 
 
 def rows_to_json(rows: list[BuildIdRow]) -> list[dict[str, Any]]:
-    return [{"path": r.path, "kind": r.kind, "build_id": r.build_id, "samples": r.samples, "source": r.source}
-            for r in rows]
+    out = []
+    for r in rows:
+        row: dict[str, Any] = {"path": r.path, "kind": r.kind, "build_id": r.build_id, "samples": r.samples,
+                               "source": r.source}
+        if r.content:
+            row["content"] = r.content
+        if r.recorded_from:
+            row["recorded_from"] = r.recorded_from
+        out.append(row)
+    return out

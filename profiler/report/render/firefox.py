@@ -330,6 +330,9 @@ def _threads_of(profile: StackSet, strings: _Strings, libs: _Libs, origin_ns: in
             lut[k] = th.stack(stacks[k].locations)
         comm = names.get(tid, first.comm)
         name = f"{comm} ({profile.meta.event})" if name_event else comm
+        last = stacks[int(tl.stack[idx[-1]])]
+        if last.cgroup is not None:  # --all-cgroups captures: the thread's cgroup at its last sample
+            name = f"{name} [{last.cgroup}]"
         thread = {
             "processType": "default",
             "processStartupTime": (process_start[pid] - origin_ns) / 1e6,

@@ -70,7 +70,7 @@ class _Builder:
         self.functions: dict[tuple[str, str, str], int] = {}
         self.sourced: list[bool] = []  # per function (id - 1): its filename is a source file
         self.locations: dict[tuple[int, int, tuple[tuple[int, int], ...]], int] = {}
-        self.samples: dict[tuple[tuple[int, ...], int, int, str], list[int]] = {}
+        self.samples: dict[tuple[tuple[int, ...], int, int, str, str], list[int]] = {}
 
     def mapping(self, path: str, kind: str, address: int, build_id: str | None = None) -> int:
         if path in NO_MAPPING:
@@ -137,7 +137,7 @@ class _Builder:
             locs = built.get(st.locations)
             if locs is None:
                 locs = built[st.locations] = self.stack_locations(st.locations)
-            key = (locs, st.tid, st.pid, st.comm)
+            key = (locs, st.tid, st.pid, st.comm, st.cgroup or "")
             values = self.samples.get(key)
             if values is None:
                 values = self.samples[key] = [0] * (2 * n_events)
@@ -147,11 +147,13 @@ class _Builder:
     def finish(self) -> Any:
         s, prof = self.s, self.prof
         k_pid, k_tid, k_comm = s("pid"), s("tid"), s("comm")
-        for (locs, tid, pid, comm), values in sorted(self.samples.items(), key=lambda kv: kv[0]):
+        for (locs, tid, pid, comm, cgroup), values in sorted(self.samples.items(), key=lambda kv: kv[0]):
             smp = prof.sample.add(location_id=locs, value=values)
             smp.label.add(key=k_pid, num=pid)
             smp.label.add(key=k_tid, num=tid)
             smp.label.add(key=k_comm, str=s(comm))
+            if cgroup:  # --all-cgroups captures: the sample's cgroup path
+                smp.label.add(key=s("cgroup"), str=s(cgroup))
         return prof
 
 

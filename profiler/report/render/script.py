@@ -98,7 +98,7 @@ def render_merged(out: TextIO, streams: list[Iterator[SampleText]]) -> None:
 # --- -F field selection, tracepoint payloads ---------------------------------------------------
 
 FIELDS: tuple[str, ...] = ("comm", "tid", "pid", "time", "cpu", "event", "ip", "sym", "symoff",
-                           "dso", "srcline", "period", "trace", "tod")
+                           "dso", "srcline", "period", "trace", "tod", "cgroup")
 DEFAULT_FIELDS: tuple[str, ...] = ("comm", "pid", "tid", "cpu", "time", "period", "event", "ip", "sym",
                                    "symoff", "dso")
 TRACEPOINT_FIELDS: tuple[str, ...] = ("comm", "tid", "cpu", "time", "event", "trace", "ip", "sym",
@@ -175,6 +175,7 @@ def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleTex
     singles: dict[int, str] = {}  # a stack's sampled frame, on the sample's line
     comms = profile.comm_names
     wall_offset = _wall_offset(profile) if "tod" in f else 0
+    cgroups = _cgroup_texts(profile) if "cgroup" in f else []
     pids, tids, cpus, times = s.pid.tolist(), s.tid.tolist(), s.cpu.tolist(), s.time.tolist()
     periods, seqs, comm_of, stack_of = s.period.tolist(), s.seq.tolist(), profile.comm.tolist(), profile.stack.tolist()
     for i in range(len(s)):
@@ -197,6 +198,8 @@ def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleTex
             parts.append(f"{periods[i]:10d} ")
         if "event" in f:
             parts.append(f"{profile.event:>{width}}: ")
+        if "cgroup" in f:
+            parts.append(cgroups[i] + " ")
         if raw is not None and printer is not None:
             parts.append(printer.format(raw[i], profile.byte_order))
         st = stack_of[i]
@@ -220,6 +223,13 @@ def field_texts(profile: Profile, fields: tuple[str, ...]) -> Iterator[SampleTex
         else:
             text = "".join(parts) + "\n"
         yield times[i], seqs[i], text
+
+
+def _cgroup_texts(profile: Profile) -> list[str]:
+    """Each sample's cgroup path (``-F cgroup``; ``report --sort cgroup``'s words)."""
+    from profiler.report.profile import cgroup_column, cgroup_name
+
+    return [cgroup_name(profile, c) for c in cgroup_column(profile).tolist()]
 
 
 def _sampled_entry(profile: Profile, stack: int) -> int:

@@ -63,6 +63,8 @@ def columns(flat: ReportRows) -> list[tuple[str, bool, Callable[[ReportRow], str
             cols.append(("Symbol", False, lambda r: f"[{'k' if r.kernel else '.'}] {r.symbol}"))
         elif key == "srcline":
             cols.append(("Source:Line", False, lambda r: r.srcline or ""))
+        elif key == "cgroup":
+            cols.append(("Cgroup", False, lambda r: r.cgroup or ""))
     return cols
 
 

@@ -196,7 +196,7 @@ def test_vdso_table_is_cached_by_its_image(tmp_path: Path, monkeypatch: pytest.M
     table = first.table(S.VDSO, None)
     assert table is not None and first.origin[(S.VDSO, None)] == "file"
     compiled: list[str] = []
-    monkeypatch.setattr(S.TableSources, "_compile", lambda self, path, bid: compiled.append(path))
+    monkeypatch.setattr(S.TableSources, "_compile", lambda self, path, bid, content=None: compiled.append(path))
     again = S.TableSources(COLS, vdso_image=image)
     cached = again.table(S.VDSO, None)
     assert again.origin[(S.VDSO, None)] == "cache" and not compiled
