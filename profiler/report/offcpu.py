@@ -183,6 +183,10 @@ def read_fields(capture: Capture, s: SampleColumns, rows: I64, tfmt: TraceFormat
         if f.signed and f.size < 8:
             value = np.where(value >= 1 << (8 * f.size - 1), value - (1 << (8 * f.size)), value)
         out[name] = np.where(ok, value, 0)
+    if s.raw is not None:
+        # the payloads are spread over the whole capture: give its pages back once read (they
+        # stay in the page cache), so the report's memory does not keep the file's size
+        capture.reader.release(0, len(view))
     return out
 
 
