@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format.abi import PERF_SAMPLE_CGROUP
+from profiler.errors import ReportError
 from profiler.format.decode.columns import CaptureData, SampleColumns
 from profiler.format.decode.decoder import check_period_total, period_total
 from profiler.report.assemble import (
@@ -129,7 +130,15 @@ def load_events(options: LoadOptions, warn: Warn, capture: Capture | None = None
     profiles: list[Profile] = []
     said: set[str] = set()
     for name in names:
-        profile = load_profile(options, capture, name, whole=True)
+        try:
+            profile = load_profile(options, capture, name, whole=True)
+        except ReportError as exc:
+            # every event was asked for: a computed one (offcpu, wall) the capture cannot give
+            # is left out, said once; the recorded events are still written
+            if options.filters.event or not capture.is_pseudo(capture.event_index(name)):
+                raise
+            warn(f"{exc} The '{name}' event is left out.")
+            continue
         for message in profile.warnings:
             if message not in said:
                 said.add(message)

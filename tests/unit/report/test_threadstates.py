@@ -70,3 +70,21 @@ def test_a_capture_without_switches_is_one_sentence(capsys: pytest.CaptureFixtur
     write_small_capture(path)
     code, _, err = run_main(capsys, "report", "-i", str(path), "--thread-states")
     assert code != 0 and "Traceback" not in err and "record with 'profiler record --off-cpu'" in err
+
+
+def test_every_event_outputs_leave_out_an_off_cpu_event_they_cannot_make(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A capture whose tracepoint format was lost (cut before it): exports and the view of every
+    event write the recorded events and say once why ``offcpu`` and ``wall`` are left out; asked
+    for by name, the off-CPU event is still one sentence and a failure."""
+    path = tmp_path / "noformat.prof"
+    write_offcpu_capture(path, timeline()[0], COMMS, formats=False)
+    out = tmp_path / "out.json"
+    code, _, err = run_main(capsys, "export", "-i", str(path), "-f", "firefox", "-o", str(out))
+    assert code == 0 and out.exists(), err
+    assert "does not hold the format of sched:sched_switch" in err and "'offcpu' event is left out" in err
+    assert "Traceback" not in err
+    code, _, err = run_main(capsys, "view", "-i", str(path), "-o", str(tmp_path / "v.html"))
+    assert code == 0 and (tmp_path / "v.html").exists(), err
+    code, _, err = run_main(capsys, "report", "-i", str(path), "--event", "offcpu")
+    assert code != 0 and "does not hold the format of sched:sched_switch" in err and "Traceback" not in err
