@@ -38,7 +38,8 @@ from profiler.report.run import run_report
 @click.option("--header", is_flag=True, help="Print the capture's header instead of the profile.")
 @click.option("--thread-states", is_flag=True,
               help="Per thread: time running, runnable (waiting for a CPU) and blocked, and the top "
-                   "blocking stacks, from a --off-cpu capture (docs/offcpu.md).")
+                   "blocking stacks, from a --off-cpu capture; with sched:sched_waking recorded, who "
+                   "woke each thread and from which stack (docs/offcpu.md).")
 def command(sort: str, children: bool, call_graph: str | None, callchain_threshold: float,
             percent_limit: float, group: bool, percentage: str, format_: str, stats: bool, header: bool,
             thread_states: bool, **kwargs: Any) -> None:
