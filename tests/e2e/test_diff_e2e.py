@@ -138,6 +138,21 @@ def sections(text: str) -> list[tuple[list[str], list[str]]]:
     return [(head, sorted(rows)) for head, rows in out]
 
 
+def plt_header_as_perf(text: str, exe: Path) -> str:
+    """A second known difference, seen when a sample lands in the lazy-binding stub at the start
+    of the workload's ``.plt`` (PLT0: no symbol covers it): we show ``shares+0x1020``, perf 6.1
+    stretches ``_init`` (just below, in ``.init``) over the gap and names it ``_init``. Our name
+    for that one address is given perf's before comparing."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(exe, "rb") as f:
+        plt = ELFFile(f).get_section_by_name(".plt")
+        if plt is None:
+            return text
+        plt0 = int(plt["sh_addr"])
+    return re.sub(rf"\[\.\] shares\+{plt0:#x}$", "[.] _init", text, flags=re.M)
+
+
 @pytest.fixture(scope="module")
 def two_event_pair(fixtures_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """Two perf.data files of cpu-clock and page-faults, and one of cpu-clock alone."""
@@ -158,7 +173,7 @@ def two_event_pair(fixtures_dir: Path, tmp_path_factory: pytest.TempPathFactory)
 @pytest.mark.parametrize("args", [[], ["-b"], ["-b", "-p", "-c", "ratio"], ["-t", ";"], ["-t", ",", "-p", "-F"],
                                   ["-t", ";", "-c", "wdiff:1,2", "-p"], ["-b", "-t", "|", "-c", "delta"]])
 def test_every_event_and_perfs_b_and_t_options(two_event_pair: tuple[Path, Path, Path], profiler_cmd: list[str],
-                                               args: list[str]) -> None:
+                                               args: list[str], fixtures_dir: Path) -> None:
     """perf diff's section per event of BASE (page-faults listed first in b.data: matched by
     name; c.data has no page-faults: that section's new column is blank), -b and -t: the same
     text as perf's, up to the order of rows of equal value."""
@@ -169,7 +184,8 @@ def test_every_event_and_perfs_b_and_t_options(two_event_pair: tuple[Path, Path,
         assert theirs.returncode == 0, theirs.stderr
         ours = run([*profiler_cmd, "diff", *args, *files])
         assert ours.returncode == 0, ours.stderr
-        got, want = sections(ours.stdout), sections(theirs.stdout)
+        got = sections(plt_header_as_perf(ours.stdout, fixtures_dir / "workloads" / "shares"))
+        want = sections(theirs.stdout)
         assert [h[0] for h, _ in got] == ["# Event 'cpu-clock'", "# Event 'page-faults'"]
         assert got == want, (args, files)
 

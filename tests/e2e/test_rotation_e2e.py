@@ -30,6 +30,8 @@ def exec_loop(n: int = EXECS) -> list[str]:
 
 def execs(path: Path) -> int:
     res = profiler("script", "-i", str(path), "--event", "sched:sched_process_exec", "-F", "comm")
+    if res.returncode != 0 and "has no samples of event 'sched:sched_process_exec'" in res.stderr:
+        return 0  # a slice of a fast loop with no exec in it (script says so and exits 1)
     assert res.returncode == 0, res.stderr
     return len([line for line in res.stdout.splitlines() if line.strip()])
 
