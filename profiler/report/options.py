@@ -24,7 +24,7 @@ class TimeRange:
     """One ``--time`` range. ``unit`` "s": seconds, either perf's absolute timestamps (as
     ``script`` prints them) or, for values before the capture's start, seconds from the start;
     ``unit`` "%": fractions (0..1) of the span from the first sample to the last; ``unit``
-    "wall": seconds since the epoch (dates), put on the sample clock once the capture is known
+    "wall": whole nanoseconds since the epoch (dates), put on the sample clock once the capture is known
     (:func:`on_sample_clock`). An end of None is open; ``inclusive_end`` is False for a slice
     followed by another slice."""
 
@@ -184,28 +184,32 @@ import re  # noqa: E402  (with the date forms it reads)
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}T")
 _SPAN = re.compile(r"^\+(\d+(?:\.\d*)?)(ns|us|ms|s|m|h)$")
-_SPAN_NS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_SPAN_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
 
 
 def _wall_range(part: str, text: str) -> TimeRange:
-    """``DATE,DATE``, ``DATE,+30s`` (a length: ns, us, ms, s, m, h) or ``DATE,`` (open)."""
+    """``DATE,DATE``, ``DATE,+30s`` (a length: ns, us, ms, s, m, h) or ``DATE,`` (open). The
+    dates are kept as whole nanoseconds since the epoch: a float of seconds is only good to
+    about 240 ns today, which would drop a sample printed at the very microsecond asked for."""
     import datetime
 
     lo, sep, hi = part.partition(",")
     if not sep:
         raise UsageError(f"--time {text!r}: give {_TIME_HELP}.")
 
-    def date(value: str) -> float:
+    def date(value: str) -> int:
         try:
-            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            when = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise UsageError(f"--time {text!r}: {value!r} is not a date (2026-11-27T10:00:00).") from None
+        whole_seconds = round(when.replace(microsecond=0).timestamp())
+        return whole_seconds * 1_000_000_000 + when.microsecond * 1000
 
     start = date(lo)
     if not hi.strip():
         return TimeRange("wall", start, None)
     span = _SPAN.match(hi.strip())
-    end = start + float(span.group(1)) * _SPAN_NS[span.group(2)] if span else date(hi)
+    end = start + round(float(span.group(1)) * _SPAN_NS[span.group(2)]) if span else date(hi)
     if end < start:
         raise UsageError(f"--time {text!r}: the range {part} ends before it starts.")
     return TimeRange("wall", start, end)
@@ -222,11 +226,12 @@ def on_sample_clock(ranges: tuple[TimeRange, ...], start_time_ns: int | None,
 
         raise ReportError("--time with dates needs the capture's wall-clock start (a perf.data file needs "
                           "perf record -k; profiler record always keeps it).")
-    offset = (start_time_ns - start_perf_clock_ns) / 1e9
-    first = start_perf_clock_ns / 1e9  # a clock value at or after the start: read as absolute
+    offset = start_time_ns - start_perf_clock_ns
 
-    def clock(sec: float | None) -> float | None:
-        return None if sec is None else max(first, sec - offset)
+    def clock(wall_ns: float | None) -> float | None:
+        # at or after the start, so that it reads as an absolute clock value; in whole ns
+        # until here, and a sample-clock ns value survives seconds-as-float and back
+        return None if wall_ns is None else max(start_perf_clock_ns, int(wall_ns) - offset) / 1e9
 
     return tuple(TimeRange("s", clock(r.start), clock(r.end), r.inclusive_end) if r.unit == "wall" else r
                  for r in ranges)
