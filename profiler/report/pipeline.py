@@ -308,8 +308,13 @@ def _unwind_dwarf(options: LoadOptions, capture: Capture, data: CaptureData, ind
     if not has_user_stacks(layout) or cols is None or not len(rows.samples):
         return None
     from profiler.report.unwind_samples import unwind_rows  # imported only for a capture that needs it
+    from profiler.unwind.jitcode import JitCodeOf
+    from profiler.symbols.sources import SymbolSources
 
-    return unwind_rows(capture.reader, layout, rows.samples, rows.gen, rep, cols, options.symfs, options.debug_dirs)
+    jit = SymbolSources(capture.symbol_metadata(), symfs=options.symfs, debug_dirs=options.debug_dirs,
+                        perf_map_dir=options.perf_map_dir)
+    return unwind_rows(capture.reader, layout, rows.samples, rows.gen, rep, cols, options.symfs, options.debug_dirs,
+                       JitCodeOf(jit.jit_symbols, cols, rep.state.parent))
 
 
 def progress_printer(enabled: bool) -> Progress | None:

@@ -59,6 +59,7 @@ class ReplayState:
     lost_samples: int = 0
     cgroups: dict[int, str] = field(default_factory=dict)  # cgroup id -> path (PERF_RECORD_CGROUP)
     boundary: int = 0  # samples (in time order) before the record being replayed
+    parent: dict[int, int] = field(default_factory=dict)  # pid -> the pid it forked from (the latest)
 
     def comm_id(self, name: str) -> int:
         found = self.comm_ids.get(name)
@@ -91,6 +92,7 @@ def on_fork(state: ReplayState, rec: R.Record) -> None:
     assert isinstance(rec, R.Fork)
     if rec.pid != rec.ppid:
         state.set_gen(rec.pid, state.current_gen.get(rec.ppid, 0))
+        state.parent[rec.pid] = rec.ppid
     parent_comm = state.tid_comm.get(rec.ptid)
     if parent_comm is not None:
         state.set_comm(rec.tid, parent_comm)

@@ -11,6 +11,7 @@ script, flame graph and export) then works on these chains unchanged.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ from profiler.unwind.unwinder import (
     UnwindResult,
     unwind,
 )
+from profiler.unwind.jitcode import JitCode
 from profiler.unwind.userdata import UserData, read_user_data
 
 U64 = npt.NDArray[np.uint64]
@@ -50,6 +52,7 @@ I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
 
 USER_LIMIT = np.uint64(1 << 48)
+JitCodeFor = Callable[[int], JitCode]  # a process's JIT code with unwind rules of its own
 U64_MAX = (1 << 64) - 1  # user addresses on x86_64 (47 bits) and aarch64 (48 bits)
 
 
@@ -104,7 +107,8 @@ class SnapshotCodeMap:
     ``rank << 48 | start``, so a whole depth is located with one searchsorted."""
 
     def __init__(self, gen: I64, snapshots: list[MapSnapshot], dsos: DsoTable,
-                 slot_of_dso: I64, kind_of_dso: I8, tables: list[RuleTable]) -> None:
+                 slot_of_dso: I64, kind_of_dso: I8, tables: list[RuleTable],
+                 pid: I64 | None = None, jit: JitCodeFor | None = None) -> None:
         used, rank = np.unique(gen, return_inverse=True)
         self.rank = rank.astype(np.uint64)
         starts, ends, pgoffs, dso_ids, keys = [], [], [], [], []
@@ -125,6 +129,49 @@ class SnapshotCodeMap:
         self.kind_of_dso = kind_of_dso
         self.tables = tables
         self._split_into_segments()
+        self._index_jit_code(pid, jit)
+
+    def _index_jit_code(self, pid: I64 | None, jit: JitCodeFor | None) -> None:
+        """JIT code with rules of its own (CPython's trampolines, :mod:`profiler.unwind.jitcode`)
+        per process, keyed ``pid rank << 48 | start``; their tables go after the DSOs'."""
+        keys: list[U64] = []
+        ends: list[U64] = []
+        slots: list[I64] = []
+        self.jit_rank: U64 = np.zeros(0, dtype=np.uint64)
+        if pid is not None and jit is not None and len(pid):
+            pids, rank = np.unique(pid, return_inverse=True)
+            self.jit_rank = rank.astype(np.uint64)
+            for r, p in enumerate(pids.tolist()):
+                code = jit(int(p))
+                if not len(code):
+                    continue
+                inside = code.end <= USER_LIMIT
+                keys.append((np.uint64(r) << np.uint64(48)) | code.start[inside])
+                ends.append(code.end[inside])
+                slots.append(code.slot[inside] + len(self.tables))
+                self.tables.extend(code.tables)
+        order = np.argsort(concat(keys, np.uint64), kind="stable")
+        self.jit_key: U64 = concat(keys, np.uint64)[order]
+        self.jit_end: U64 = concat(ends, np.uint64)[order]
+        self.jit_slot: I64 = concat(slots, np.int64)[order]
+
+    def _locate_jit(self, sample: I64, pc: U64, slot: I64, addr: U64, kind: I8) -> None:
+        """Where ``kind`` says JIT memory or no map: the JIT code with rules of its own, in place."""
+        at = np.flatnonzero((kind == LOC_FRAME_POINTER) | (kind == LOC_NO_MAP))
+        if not len(at) or not len(self.jit_key):
+            return
+        rank = self.jit_rank.take(sample[at]) << np.uint64(48)
+        p = pc[at]
+        key = rank | np.where(p < USER_LIMIT, p, 0)
+        j = np.searchsorted(self.jit_key, key, side="right").astype(np.int64) - 1
+        sj = np.maximum(j, 0)
+        start = self.jit_key.take(sj) & np.uint64((1 << 48) - 1)
+        hit = (j >= 0) & ((self.jit_key.take(sj) ^ rank) < np.uint64(1 << 48)) & (p < self.jit_end.take(sj)) \
+            & (p < USER_LIMIT)
+        at = at[hit]
+        slot[at] = self.jit_slot.take(sj[hit])
+        addr[at] = p[hit] - start[hit]
+        kind[at] = LOC_TABLE
 
     def _split_into_segments(self) -> None:
         """The parts of the maps with rule tables, cut at their DSO's PT_LOAD segments, keyed
@@ -191,6 +238,7 @@ class SnapshotCodeMap:
             kind[table & ~inside] = LOC_NO_CFI
         else:
             kind[table] = LOC_NO_CFI
+        self._locate_jit(sample, pc, slot, addr, kind)
         return slot, addr, kind
 
 
@@ -245,7 +293,7 @@ def initial_columns(cols: ArchColumns, regs: U64, mask: int) -> tuple[U64, npt.N
 def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: SampleColumns, gen: I64,
                          snapshots: list[MapSnapshot], dsos: DsoTable, sources: TableSources,
                          cols: ArchColumns, max_depth: int = MAX_DEPTH_DEFAULT,
-                         ) -> tuple[UnwindResult, UnwindStats]:
+                         jit: JitCodeFor | None = None) -> tuple[UnwindResult, UnwindStats]:
     """Unwind the samples ``s`` (one event, its layout): frames per sample and statistics."""
     stats = UnwindStats(samples=len(s))
     view = reader.raw_view()
@@ -258,7 +306,7 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     buf = np.frombuffer(view, dtype=np.uint8, count=size)
     stacks = StackCopies(buf, user.stack_offset, np.where(has, user.stack_size, 0), values[:, SP].copy())
     slot_of, kind_of, tables = dso_tables(dsos, sources, _used_dsos(gen, snapshots), stats)
-    code = SnapshotCodeMap(gen, snapshots, dsos, slot_of, kind_of, tables)
+    code = SnapshotCodeMap(gen, snapshots, dsos, slot_of, kind_of, tables, s.pid.astype(np.int64), jit)
     combined = CombinedTables(tables, cols)
     idx = np.flatnonzero(has)
     idx = idx[np.argsort(user.stack_offset[idx], kind="stable")]  # file order: each page once
@@ -408,12 +456,13 @@ __all__ = ["ROOTS", "UnwindStats", "chains_with_user_frames", "columns_for", "ou
 
 
 def unwind_rows(reader: CaptureReader, layout: R.SampleLayout, s: SampleColumns, gen: I64, rep: Any,
-                cols: ArchColumns, symfs: str | None, debug_dirs: tuple[str, ...] | None) -> UnwindStats:
+                cols: ArchColumns, symfs: str | None, debug_dirs: tuple[str, ...] | None,
+                jit: JitCodeFor | None = None) -> UnwindStats:
     """Unwind the user stack of every row of one ``--call-graph dwarf`` event and put the
     unwound frames into its callchain, in place (``rep`` is the capture's ReplayResult)."""
     sources = table_sources(reader, symfs, debug_dirs)
     assert sources is not None  # the caller found columns for the capture's architecture
-    result, stats = unwind_event_samples(reader, layout, s, gen, rep.snapshots, rep.dsos, sources, cols)
+    result, stats = unwind_event_samples(reader, layout, s, gen, rep.snapshots, rep.dsos, sources, cols, jit=jit)
     s.chain_id, s.chains = chains_with_user_frames(s, result)
     s.has = s.has | {"callchain"}
     return stats

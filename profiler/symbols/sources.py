@@ -57,6 +57,8 @@ from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
 from profiler.symbols.debuginfod import DebuginfodClient
 from profiler.symbols.elf import ElfError, ElfFile
 from profiler.symbols.elfheaders import ElfLayout, LoadSegment
+from profiler.symbols.jitdump import jitdump_path_name, parse_jitdump
+from profiler.symbols.jitsources import JitBlobs, JitSymbols
 from profiler.symbols.kallsyms import KernelSymbols, cached_kernel_symbols, load_kallsyms
 from profiler.names import KERNEL_DSO
 from profiler.symbols.perfmap import parse_perf_map, perf_map_path
@@ -106,6 +108,8 @@ def packed_key(kind: str, path: str, build_id: str | None, pid: int | None = Non
     bid = normalize_build_id(build_id)
     return f"{kind}:{bid}" if bid else f"{kind}:{path}"
 
+
+MAX_JIT_FILE = 256 << 20  # a perf map or jitdump is read up to this many bytes
 
 SOURCE_KINDS = (SYMBOLS_META, "kallsyms", "kernel", "vdso")
 
@@ -161,7 +165,7 @@ class SymbolSources:
         self.debuginfod = debuginfod
         self._without_debuginfod: dict[tuple[str, str | None, str | None], tuple[DsoSymbols, str]] = {}
         self._dso_cache: dict[tuple[str, str | None, str | None], tuple[DsoSymbols, str]] = {}
-        self._jit_cache: dict[int, tuple[SymbolTable | None, str]] = {}
+        self._jit_cache: dict[int, JitSymbols | None] = {}
         self._kernel: tuple[KernelSymbols | None, str, str] | None = None
 
     # --- packed entries --------------------------------------------------------------
@@ -434,35 +438,69 @@ class SymbolSources:
     # --- JIT maps -------------------------------------------------------------------------
 
     def jit(self, pid: int) -> tuple[SymbolTable | None, str]:
-        """The JIT symbols of process ``pid`` (``perf-PID.map``) and where they came from."""
-        cached = self._jit_cache.get(pid)
-        if cached is None:
-            cached = self._load_jit(pid)
-            self._jit_cache[pid] = cached
-        return cached
+        """The JIT symbols of process ``pid`` (``perf-PID.map``, ``jit-PID.dump``) and where they came from."""
+        got = self.jit_symbols(pid)
+        return (None, MISSING) if got is None else (got.table, got.origin)
 
-    def _load_jit(self, pid: int) -> tuple[SymbolTable | None, str]:
+    def jit_symbols(self, pid: int) -> JitSymbols | None:
+        """Names and code of process ``pid``'s JIT files (cached): packed, else the files."""
+        if pid not in self._jit_cache:
+            self._jit_cache[pid] = self._load_jit(pid)
+        return self._jit_cache[pid]
+
+    def _load_jit(self, pid: int) -> JitSymbols | None:
         recorded = str(perf_map_path(pid))
         entry = self._packed.get(packed_key(KIND_JIT, recorded, None, pid))
         if entry is not None:
             got = self._packed_symbols(entry)
             if got is not None:
-                return got.table, PACKED
-        places = [(LOCAL, perf_map_path(pid, self.perf_map_dir))]
+                return JitSymbols(got.table, self._packed_code(entry), PACKED)
+        table, dump, label = None, None, MISSING
+        for name in (perf_map_path(pid).name, jitdump_path_name(pid)):
+            text, where = self._jit_file(f"/tmp/{name}")
+            if text is None:
+                continue
+            label = where
+            if name.endswith(".map"):
+                table, bad = parse_perf_map(text.decode("utf-8", errors="surrogateescape"))
+                if bad:
+                    self.warnings.append(f"{self.perf_map_dir / name}: skipped {bad} malformed lines.")
+                continue
+            try:
+                dump = parse_jitdump(text)
+            except FormatError as exc:
+                self.warnings.append(f"{self.perf_map_dir / name}: {exc}; ignored.")
+                continue
+            if dump.skipped:
+                self.warnings.append(f"{self.perf_map_dir / name}: skipped {dump.skipped} damaged records.")
+        if table is None and dump is None:
+            return None
+        return JitSymbols.of(table, dump, label)
+
+    def _jit_file(self, recorded: str) -> tuple[bytes | None, str]:
+        """A JIT file's bytes under ``--symfs``, else in the perf-map directory."""
+        places = [(LOCAL, self.perf_map_dir / Path(recorded).name)]
         under = self._under_symfs(recorded)
         if under is not None:
             places.insert(0, (SYMFS, under))
         for label, place in places:
             try:
                 with open_regular(place) as fh:
-                    text = fh.read().decode("utf-8", errors="surrogateescape")
+                    return fh.read(MAX_JIT_FILE), label
             except OSError:
                 continue
-            table, bad = parse_perf_map(text)
-            if bad:
-                self.warnings.append(f"{place}: skipped {bad} malformed lines.")
-            return table, label
         return None, MISSING
+
+    def _packed_code(self, entry: PackedEntry) -> JitBlobs:
+        code = entry.data.get("code")
+        if code is None:
+            return JitBlobs()
+        try:
+            return JitBlobs.from_packed(code)
+        except FormatError as exc:
+            self.warnings.append(f"the packed JIT code of process {entry.data.get('pid')} is damaged ({exc}); "
+                                 "its frames are unwound without it.")
+            return JitBlobs()
 
 
 class ChainSource:
