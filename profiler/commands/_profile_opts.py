@@ -75,10 +75,13 @@ _OPTIONS: list[Callable[[F], F]] = [
     click.option("--no-demangle", is_flag=True, help="Show C++ and Rust names as stored."),
     click.option("--inline/--no-inline", default=True, show_default=True,
                  help="Show functions inlined by the compiler as their own frames (from DWARF)."),
+    click.option("--python-frames", type=click.Choice(["python", "all"]), default="python", show_default=True,
+                 help="python: Python functions without the interpreter's frames between them; all: "
+                      "keep those frames (docs/python.md)."),
 ]
 
 _NAMES = ("input_", "comm", "pid", "tid", "cpu", "dso", "symbol", "time_", "trace_filter", "event", "no_demangle",
-          "inline", "wall")
+          "inline", "wall", "python_frames")
 
 
 def profile_options(func: F) -> F:
@@ -100,6 +103,7 @@ def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None 
                           symbol: str | None = None, time_: str | None = None,
                           trace_filter: str | None = None, event: str | None = None,
                           no_demangle: bool = False, inline: bool = True, wall: bool = False,
+                          python_frames: str = "python",
                           symbols: SymbolOptions = SymbolOptions()) -> LoadOptions:
     """LoadOptions from the options' text; UsageError (one sentence, exit 2) for bad values."""
     if wall:
@@ -120,4 +124,5 @@ def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None 
     )
     if trace_filter is not None:
         parse_trace_filter(trace_filter)  # a usage error now, not after decoding
-    return LoadOptions.with_symbols(symbols, input=input_, filters=filters, demangle=not no_demangle, inline=inline)
+    return LoadOptions.with_symbols(symbols, input=input_, filters=filters, demangle=not no_demangle, inline=inline,
+                                    python_frames=python_frames)

@@ -42,7 +42,7 @@ def command(input_path: str, only_hit: bool, as_json: bool, fmt: str, **kwargs: 
                                 kallsyms_path=symbols.kallsyms, debuginfod=client)
         # a --call-graph dwarf capture: the DSOs its unwound stacks pass through count too
         unwind_capture(reader, data, table_sources(reader, None if symbols.symfs is None else str(symbols.symfs),
-                                                   symbols.debug_dirs))
+                                                   symbols.debug_dirs), sources.jit_symbols)
         found = scan_capture(reader, data, lambda: sources.kernel()[0])
         sources.prefetch((u.path, u.build_id) for u in found.hit() if u.kind == KIND_ELF)
         if client is not None:

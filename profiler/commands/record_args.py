@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable
 
 from profiler.commands._targets import cpu_list_option, id_list_option
+from profiler.record.python import PYTHON_MODES, python_call_graph
+from profiler.record.target import find_on_path
 from profiler.errors import ProfilerError, UsageError
 from profiler.record.options import (
     DEFAULT_OUTPUT,
@@ -142,6 +144,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(("--all-cgroups",), "all_cgroups",
            help="Record the cgroup of every sample and every cgroup's path (PERF_SAMPLE_CGROUP, "
                 "PERF_RECORD_CGROUP), as perf's --all-cgroups: report --sort cgroup."),
+    Option(("--python",), "python", VALUE, metavar="auto|perf|jit|off", default="auto",
+           help="CPython's perf support for the command and its children: auto (-X perf with call "
+                "graphs), perf (-X perf), jit (-X perf_jit, 3.13+), off. "
+                "A Python command's -g records DWARF stacks (docs/python.md)."),
     Option(("--no-namespace-symbols",), "no_namespace_symbols",
            help="Do not pack the symbols of files only a container (another mount namespace) has, nor "
                 "namespaced JIT maps, at the end (packed by default: docs/containers.md)."),
@@ -266,6 +272,7 @@ def options_from_cli(
     no_namespace_symbols: bool = False,
     all_cgroups: bool = False,
     cgroup: str | None = None,
+    python: str = "auto",
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -273,6 +280,14 @@ def options_from_cli(
     system_wide = all_cpus or (cpus is not None and not pids and not tids)
     page_size = os.sysconf("SC_PAGE_SIZE")
     dwarf = parse_call_graph(call_graph_mode) if call_graph_mode is not None else None
+    if python not in PYTHON_MODES:
+        raise UsageError(f"--python {python!r}: give one of {', '.join(PYTHON_MODES)}.")
+    if command and (call_graph or call_graph_mode is not None):
+        path = command[0] if "/" in command[0] else find_on_path(command[0])
+        dwarf, note = python_call_graph(python, command, path, dwarf,
+                                        call_graph_mode is not None and "," in call_graph_mode)
+        if note and not quiet:
+            print(f"profiler: {note}", file=sys.stderr)
     if mmap_pages:
         data_pages = parse_mmap_pages(mmap_pages, page_size)
     else:  # larger buffers where each sample is large (DWARF) or every context switch is one (--off-cpu)
@@ -313,6 +328,7 @@ def options_from_cli(
         namespace_symbols=not no_namespace_symbols,
         all_cgroups=all_cgroups,
         cgroup=cgroup,
+        python=python,
     )
     opts.validate()
     return opts

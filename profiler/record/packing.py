@@ -42,7 +42,7 @@ def write_mapped_metadata(writer: CaptureWriter, mapped: MappedFiles, dwarf: boo
     writer.write_meta("buildids", {"entries": mapped.entries()})
     failed = []
     budget = [UNWIND_BUDGET_S]
-    if (mapped.kept or mapped.perf_maps.roots) and pack:
+    if (mapped.kept or mapped.perf_maps.roots) and pack or mapped.perf_maps.host:
         # numpy loads for the symbol tables: without this OpenBLAS starts a thread per CPU
         # (0.05-0.1 s of CPU). The command was started long ago with the user's environment.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -55,7 +55,7 @@ def write_mapped_metadata(writer: CaptureWriter, mapped: MappedFiles, dwarf: boo
             failed.append(found.path)
         for kind, payload in payloads:
             writer.write_meta(kind, payload)
-    for payload in mapped.perf_maps.payloads() if pack else ():
+    for payload in mapped.perf_maps.payloads(namespaced=pack):
         writer.write_meta("symbols", payload)
     mapped.close()
     return failed

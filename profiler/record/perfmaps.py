@@ -1,4 +1,11 @@
-"""JIT perf maps of processes in other namespaces: ``/proc/PID/root/tmp/perf-<NSpid>.map``.
+"""JIT maps and dumps of the recorded processes, packed into the capture at the end.
+
+Every process seen mapping anonymous executable memory (below) has its ``/tmp/perf-<pid>.map``
+and ``/tmp/jit-<pid>.dump`` (CPython's perf support, other JITs) read at the end of recording
+and packed, so another machine names (and, for jitdumps, unwinds) its JIT code: at most
+:data:`MAX_PROCESSES` processes. The files live on after their process; a process that wrote
+neither costs two failed opens. The rest of this note is about processes in other namespaces:
+``/proc/PID/root/tmp/perf-<NSpid>.map``.
 
 A JIT writes ``/tmp/perf-<pid>.map`` with the pid it sees and the ``/tmp`` it sees. In a pid
 namespace that pid is the namespace's (the last ``NSpid`` of ``/proc/PID/status``), and in a
@@ -31,6 +38,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_ROOTS = 256
+MAX_PROCESSES = 4096  # processes of the recorder's own view whose JIT files are packed
 MAX_MAP_BYTES = 64 << 20
 PROC = "/proc"
 
@@ -53,6 +61,8 @@ class NamespacedPerfMaps:
     def __init__(self) -> None:
         self.seen: set[int] = set()
         self.roots: dict[int, tuple[int, int]] = {}  # host pid -> (its /tmp's fd, namespace pid)
+        self.host: list[int] = []  # processes of the recorder's own view, in the order seen
+        self.tmp = "/tmp"
         try:
             own = os.stat("/")
             self._own_root: tuple[int, int] | None = (own.st_dev, own.st_ino)
@@ -72,47 +82,62 @@ class NamespacedPerfMaps:
         except OSError:
             return
         if nspid is None or (nspid == pid and (root.st_dev, root.st_ino) == self._own_root):
-            return  # the recorder's own view: the report finds /tmp/perf-PID.map itself
+            if len(self.host) < MAX_PROCESSES:
+                self.host.append(pid)  # the recorder's own view: its /tmp
+            return
         try:
             fd = os.open(f"{PROC}/{pid}/root/tmp", os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return
         self.roots[pid] = (fd, nspid)
 
-    def read(self, pid: int) -> str | None:
-        """The text of the process's map through its root, or None."""
-        fd, nspid = self.roots[pid]
+    def read(self, pid: int, name: str = "perf-{}.map") -> bytes | None:
+        """A JIT file of the process (``name`` with its pid as it sees itself) through its
+        root, or in the recorder's ``/tmp`` for a process of its own view; None if absent."""
+        if pid in self.roots:
+            fd, nspid = self.roots[pid]
+            return _read_regular(name.format(nspid), fd)
         try:
-            mapfd = os.open(f"perf-{nspid}.map", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                            dir_fd=fd)
+            fd = os.open(self.tmp, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
             return None
         try:
-            if not stat.S_ISREG(os.fstat(mapfd).st_mode):
-                return None
-            with os.fdopen(mapfd, "rb", closefd=False) as fh:
-                return fh.read(MAX_MAP_BYTES).decode("utf-8", "surrogateescape")
-        except OSError:
-            return None
+            return _read_regular(name.format(pid), fd)
         finally:
-            os.close(mapfd)
+            os.close(fd)
 
-    def payloads(self) -> list[dict[str, Any]]:
-        """One ``jit`` ``symbols`` entry per process whose map was found (the symbol code,
-        and numpy with it, is loaded only when there is one)."""
-        found = [(pid, text) for pid in sorted(self.roots) if (text := self.read(pid)) is not None]
+    def payloads(self, namespaced: bool = True) -> list[dict[str, Any]]:
+        """One ``jit`` ``symbols`` entry per process whose map or dump was found (the symbol
+        code, and numpy with it, is loaded only when there is one); ``namespaced``: those of
+        processes in other namespaces too."""
+        pids = sorted(set(self.host) | (set(self.roots) if namespaced else set()))
+        files = [(pid, self.read(pid), self.read(pid, "jit-{}.dump")) for pid in pids]
+        found = [f for f in files if f[1] is not None or f[2] is not None]
         if not found:
             return []
+        from profiler.errors import FormatError
+        from profiler.symbols.jitdump import parse_jitdump
+        from profiler.symbols.jitsources import JitSymbols
         from profiler.symbols.perfmap import parse_perf_map, perf_map_path
 
         out = []
-        for pid, text in found:
-            table, _ = parse_perf_map(text)
-            if not len(table):
+        for pid, text, dump_bytes in found:
+            table = None if text is None else parse_perf_map(text.decode("utf-8", "surrogateescape"))[0]
+            try:
+                dump = None if dump_bytes is None else parse_jitdump(dump_bytes)
+            except FormatError:
+                dump = None
+            syms = JitSymbols.of(table, dump, "")
+            if syms.table is None or not len(syms.table):
                 continue
-            out.append({"kind": "jit", "path": str(perf_map_path(pid)), "build_id": None, "pid": pid,
-                        "layout": None, "symtab": table.to_packed(), "count": len(table), "coverage": "all",
-                        "source": "namespace", "namespace_pid": self.roots[pid][1]})
+            payload = {"kind": "jit", "path": str(perf_map_path(pid)), "build_id": None, "pid": pid,
+                       "layout": None, "symtab": syms.table.to_packed(), "count": len(syms.table),
+                       "coverage": "all", "source": "namespace" if pid in self.roots else "recording"}
+            if pid in self.roots:
+                payload["namespace_pid"] = self.roots[pid][1]
+            if syms.blobs.start:
+                payload["code"] = syms.blobs.to_packed()
+            out.append(payload)
         return out
 
     def close(self) -> None:
@@ -122,6 +147,24 @@ class NamespacedPerfMaps:
             except OSError:
                 pass
         self.roots.clear()
+
+
+def _read_regular(name: str, dir_fd: int) -> bytes | None:
+    """A regular file in the directory ``dir_fd``, neither it nor a link followed; at most
+    :data:`MAX_MAP_BYTES`."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(MAX_MAP_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def is_jit_memory(name: str) -> bool:

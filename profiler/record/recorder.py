@@ -36,6 +36,7 @@ from profiler.record.events import EventSpec, default_event, parse_event, split_
 from profiler.record.flight import SIDEBAND, SideBand, SnapshotOn, backward_window, fly
 from profiler.record.groups import Member, configure, member_filters, members_of
 from profiler.record.options import DEFAULT_FREQ, OFFCPU_TRACEPOINT, RecordOptions
+from profiler.record.python import python_environment
 from profiler.record.result import RecordResult
 from profiler.record.session import OpenedEvent, Session
 from profiler.record.rotate import Totals, carry_sideband, process_tree, rotation_for, summed
@@ -531,7 +532,8 @@ class Recorder:
         elif opts.tids:
             self.threads = threads_by_id(opts.tids)
         if opts.command:
-            self.child = Child(opts.command, stdout_to_stderr=_is_our_stdout(opts.output))
+            self.child = Child(opts.command, stdout_to_stderr=_is_our_stdout(opts.output),
+                               env=python_environment(opts.python, opts.callgraph, os.environ))
         try:
             return self._record(specs, cpus)
         except BaseException:

@@ -62,11 +62,14 @@ def find_on_path(name: str, path: str | None = None) -> str | None:
 
 class Child:
     """A forked command waiting for ``release()`` before it execs; ``stdout_to_stderr`` gives
-    it our standard error as its output too (the capture goes to our standard output)."""
+    it our standard error as its output too (the capture goes to our standard output); ``env``
+    is its environment (None: the recorder's)."""
 
-    def __init__(self, argv: tuple[str, ...], stdout_to_stderr: bool = False) -> None:
+    def __init__(self, argv: tuple[str, ...], stdout_to_stderr: bool = False,
+                 env: dict[str, str] | None = None) -> None:
         self.argv = argv
         self.stdout_to_stderr = stdout_to_stderr
+        self.env = env  # None: ours
         self.path = resolve_command(argv)
         go_r, self._go_w = os.pipe()
         self._err_r, err_w = os.pipe()
@@ -90,7 +93,9 @@ class Child:
             os.close(go_r)
             if self.stdout_to_stderr:
                 os.dup2(2, 1)
-            os.execv(self.path, list(self.argv))
+            if self.env is None:
+                os.execv(self.path, list(self.argv))
+            os.execve(self.path, list(self.argv), self.env)
         except OSError as exc:
             try:
                 os.write(err_w, struct.pack("=i", exc.errno or errno.ENOEXEC))

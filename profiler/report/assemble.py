@@ -113,7 +113,7 @@ def make_resolver(capture: Capture, state: ReplayState, options: LoadOptions) ->
                           debuginfod=DebuginfodClient.from_options(options.debuginfod, options.offline))
     kernel, _, note = chain.kernel()
     return SymbolResolver(
-        dsos=state.dsos, snapshots=state.snapshots, sources=[ChainSource(chain)], chain=chain,
+        dsos=state.dsos, snapshots=state.snapshots, sources=[ChainSource(chain)], chain=chain, parents=state.parent,
         kernel=kernel, kernel_note=note, perf_map_dir=options.perf_map_dir,
         lines=options.srclines or options.inline, inline=options.inline, line_cache_dir=cache_dir(),
     )
@@ -130,6 +130,10 @@ def assemble(options: LoadOptions, capture: Capture, event: int, rows: Selected,
     has_chains = "callchain" in s.has and options.callchains
     stack, reps = dedupe_stacks(s, rows.gen, has_chains)
     table = resolve_stacks(s, rows.gen, reps, has_chains, resolver)
+    if options.python_frames != "all":
+        from profiler.report.pyframes import hide_interpreter_glue
+
+        table = hide_interpreter_glue(table, resolver.frames)
     if unwind is not None:
         from profiler.report.unwind_samples import ROOTS, outer_is_root
 

@@ -33,8 +33,8 @@ import numpy.typing as npt
 from profiler.names import UNKNOWN
 
 #: How a frame was resolved. ``"unknown"`` is an address no map or symbol covered.
-FrameKind = Literal["user", "kernel", "jit", "unknown", "state"]
-FRAME_KINDS: tuple[str, ...] = ("user", "kernel", "jit", "unknown", "state")
+FrameKind = Literal["user", "kernel", "jit", "unknown", "state", "python"]
+FRAME_KINDS: tuple[str, ...] = ("user", "kernel", "jit", "unknown", "state", "python")
 # "state": the root frame of the offcpu and wall pseudo-events, why the thread was where it was
 # ([running], [runnable], [blocked], ...: docs/offcpu.md)
 

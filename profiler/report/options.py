@@ -98,6 +98,7 @@ class LoadOptions:
     debuginfod: str | None = None  # server URLs (whitespace-separated); None: $DEBUGINFOD_URLS
     offline: bool = False  # never use the network: debuginfod answers only from its cache
     inline: bool = True  # inlined functions (DWARF) as their own frames in stacks
+    python_frames: str = "python"  # "all": keep the interpreter's frames between Python ones
     srclines: bool = False  # look up the source line of every address (--sort srcline, script)
     payloads: bool = False  # True: keep tracepoint samples' PERF_SAMPLE_RAW bytes (script)
 

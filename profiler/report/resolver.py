@@ -49,7 +49,9 @@ class FrameInfo:
 
     ``symbol`` is the raw (mangled) name, or None when unresolved; then ``addr`` is what perf
     prints instead: the offset in the DSO, or the address itself when no map covered it.
-    ``kind`` is "user", "kernel", "jit" or "unknown" (the flame-graph model's kinds).
+    ``kind`` is "user", "kernel", "jit", "python" or "unknown" (the flame-graph model's kinds).
+    A Python function (CPython's ``py::QUALNAME:FILE`` JIT entries) has its qualified name as
+    ``symbol`` and its source file as ``dso`` and ``dso_path``.
     """
 
     symbol: str | None
@@ -86,6 +88,16 @@ class FrameInfo:
         if self.dso == UNKNOWN:
             return f"{self.addr:016x}"
         return f"0x{self.addr:016x}"
+
+
+PYTHON_PREFIX = "py::"
+
+
+def python_frame(entry: str) -> FrameInfo:
+    """The frame of a CPython perf-support entry ``py::QUALNAME:FILE`` (a qualified name has no
+    colon; the file may)."""
+    qualname, _, file = entry[len(PYTHON_PREFIX):].partition(":")
+    return FrameInfo(qualname or entry, file or UNKNOWN, file or UNKNOWN, "python")
 
 
 class FrameTable:
@@ -165,6 +177,7 @@ class SymbolResolver:
     use_perf_maps: bool = True
     perf_map_dir: str = "/tmp"
     chain: SymbolSources | None = None
+    parents: dict[int, int] = field(default_factory=dict)  # pid -> the pid it forked from
     lines: bool = False  # look source lines up (DWARF, packed line tables)
     inline: bool = False  # and expand inlined functions into their own frames
     line_cache_dir: Path | None = None
@@ -367,17 +380,34 @@ class SymbolResolver:
         out = res.frame
         dso = self.dsos[dso_id] if dso_id >= 0 else None
         for i, (p, a, off) in enumerate(zip(pid.tolist(), addr.tolist(), offset.tolist())):
-            table = self._perf_map(p)
-            hit = table.lookup(a) if table is not None else None
-            if hit is not None:
-                name = f"perf-{p}.map"
+            owner, hit = self._jit_lookup(p, a)
+            if hit is not None and hit[0].startswith(PYTHON_PREFIX):
                 res.offset[i] = hit[1]
-                out[i] = self.frames.intern(FrameInfo(hit[0], name, str(perf_map_path(p, self.perf_map_dir)), "jit"))
+                out[i] = self.frames.intern(python_frame(hit[0]))
+            elif hit is not None:
+                name = f"perf-{owner}.map"
+                res.offset[i] = hit[1]
+                out[i] = self.frames.intern(FrameInfo(hit[0], name, str(perf_map_path(owner, self.perf_map_dir)),
+                                                      "jit"))
             elif dso is not None:
                 out[i] = self.frames.intern(FrameInfo(None, dso.short_name, dso.path, "user", off))
             else:
                 out[i] = self.frames.intern(FrameInfo(None, UNKNOWN, UNKNOWN, "unknown", a))
         return res
+
+    def _jit_lookup(self, pid: int, addr: int) -> tuple[int, tuple[str, int] | None]:
+        """The JIT symbol at ``addr`` in the process's map, else in the map of the process it
+        forked from (a forked child runs its parent's JIT code but starts an empty map)."""
+        seen: set[int] = set()
+        p: int | None = pid
+        while p is not None and p not in seen and len(seen) < 32:
+            seen.add(p)
+            table = self._perf_map(p)
+            hit = table.lookup(addr) if table is not None else None
+            if hit is not None:
+                return p, hit
+            p = self.parents.get(p)
+        return pid, None
 
     def _perf_map(self, pid: int) -> SymbolTable | None:
         if not self.use_perf_maps:

@@ -4,6 +4,7 @@ unwound stacks pass through, and their rule tables to pack) and ``profiler build
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,8 @@ from profiler.format.decode.columns import CaptureData
 from profiler.format.container.reader import CaptureReader
 from profiler.report.replay import replay
 from profiler.report.unwind_samples import chains_with_user_frames, unwind_event_samples
+from profiler.symbols.jitsources import JitSymbols
+from profiler.unwind.jitcode import JitCodeOf
 from profiler.unwind.sources import TableSources
 from profiler.unwind.table import RuleTable
 from profiler.unwind.unwinder import UnwindResult
@@ -27,14 +30,18 @@ class CaptureUnwind:
     warnings: list[str] = field(default_factory=list)
 
 
-def unwind_capture(reader: CaptureReader, data: CaptureData, sources: TableSources | None) -> CaptureUnwind:
-    """Replace the callchains of every DWARF event's samples by their unwound stacks."""
+def unwind_capture(reader: CaptureReader, data: CaptureData, sources: TableSources | None,
+                   jit_symbols: Callable[[int], JitSymbols | None] | None = None) -> CaptureUnwind:
+    """Replace the callchains of every DWARF event's samples by their unwound stacks;
+    ``jit_symbols``: each process's JIT files (:meth:`SymbolSources.jit_symbols`), for code
+    with unwind rules of its own (CPython's trampolines)."""
     out = CaptureUnwind()
     s = data.samples
     events = [ev for ev in data.events.events if has_user_stacks(ev.layout)]
     if sources is None or not events or not len(s):
         return out
     rep = replay(data.others, data.others_before, s.pid, s.tid, reader.build_ids())
+    jit = None if jit_symbols is None else JitCodeOf(jit_symbols, sources.cols, rep.state.parent)
     n = len(s)
     counts = np.zeros(n, dtype=np.int64)
     parts: list[tuple[Any, UnwindResult]] = []
@@ -43,7 +50,7 @@ def unwind_capture(reader: CaptureReader, data: CaptureData, sources: TableSourc
         if not len(idx):
             continue
         res, stats = unwind_event_samples(reader, ev.layout, s.take(idx), rep.sample_gen[idx],
-                                          rep.snapshots, rep.dsos, sources, sources.cols)
+                                          rep.snapshots, rep.dsos, sources, sources.cols, jit=jit)
         counts[idx] = np.diff(res.start)
         parts.append((idx, res))
         out.events += 1

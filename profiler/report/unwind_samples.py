@@ -52,6 +52,7 @@ I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
 
 USER_LIMIT = np.uint64(1 << 48)
+JIT_MAX_DEPTH = 1024  # frames unwound per sample of a process with JIT code that has rules (Python)
 JitCodeFor = Callable[[int], JitCode]  # a process's JIT code with unwind rules of its own
 U64_MAX = (1 << 64) - 1  # user addresses on x86_64 (47 bits) and aarch64 (48 bits)
 
@@ -308,6 +309,8 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     slot_of, kind_of, tables = dso_tables(dsos, sources, _used_dsos(gen, snapshots), stats)
     code = SnapshotCodeMap(gen, snapshots, dsos, slot_of, kind_of, tables, s.pid.astype(np.int64), jit)
     combined = CombinedTables(tables, cols)
+    if len(code.jit_key) and max_depth == MAX_DEPTH_DEFAULT:
+        max_depth = JIT_MAX_DEPTH  # each Python call is ~4 native frames: 127 would end at ~30 calls
     idx = np.flatnonzero(has)
     idx = idx[np.argsort(user.stack_offset[idx], kind="stable")]  # file order: each page once
     parts: list[tuple[I64, UnwindResult]] = []

@@ -466,6 +466,8 @@ class SymbolSources:
                 if bad:
                     self.warnings.append(f"{self.perf_map_dir / name}: skipped {bad} malformed lines.")
                 continue
+            if not text:
+                continue  # a process that wrote nothing (a forked child's buffer lost at os._exit)
             try:
                 dump = parse_jitdump(text)
             except FormatError as exc:

@@ -153,8 +153,9 @@ def archive_capture(
         finder = SymbolSources(metadata, symfs=symfs, debug_dirs=debug_dirs, kallsyms_path=kallsyms_path,
                                perf_map_dir=perf_map_dir, use_packed=False, debuginfod=debuginfod)
         data = capture.data
+        jit = SymbolSources(metadata, symfs=symfs, debug_dirs=debug_dirs, perf_map_dir=perf_map_dir)
         unwound = unwind_capture(reader, data, table_sources(reader, None if symfs is None else str(symfs),
-                                                             debug_dirs, use_packed=False))
+                                                             debug_dirs, use_packed=False), jit.jit_symbols)
         found = scan_capture(reader, data, lambda: finder.kernel()[0])
         finder.prefetch((u.path, u.build_id) for u in found.hit() if u.kind == KIND_ELF)
         plan = plan_archive(found.hit(), existing, finder, all_symbols)

@@ -45,8 +45,9 @@ CATEGORIES = [
     {"name": "Kernel", "color": "orange", "subcategories": ["Other"]},
     {"name": "JIT", "color": "green", "subcategories": ["Other"]},
     {"name": "Thread state", "color": "blue", "subcategories": ["Other"]},
+    {"name": "Python", "color": "purple", "subcategories": ["Other"]},
 ]
-CATEGORY_OF_KIND = {"user": 1, "kernel": 2, "jit": 3, "unknown": 0, "state": 4}
+CATEGORY_OF_KIND = {"user": 1, "kernel": 2, "jit": 3, "unknown": 0, "state": 4, "python": 5}
 RESOURCE_LIBRARY = 1
 CHUNK = 1 << 16  # samples formatted per write
 

@@ -56,7 +56,7 @@ LINES_MIN_WIDTH = 0.001
 #: Kinds of the synthetic frames above the stacks.
 ROOT_KIND = "root"
 PROCESS_KIND = "process"
-NODE_KINDS: tuple[str, ...] = (ROOT_KIND, PROCESS_KIND, "user", "kernel", "jit", "unknown", "state")
+NODE_KINDS: tuple[str, ...] = (ROOT_KIND, PROCESS_KIND, "user", "kernel", "jit", "unknown", "state", "python")
 
 ROOT_FRAME = Frame(name="all", dso="", kind=ROOT_KIND)
 
@@ -321,7 +321,8 @@ _SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 #: The legend of the ordinary flame graph: the colours by frame kind.
 KIND_LEGEND = ('<span id="fg-legend"><span class="sw k-user"></span>user <span class="sw k-kernel"></span>kernel '
-               '<span class="sw k-jit"></span>JIT <span class="sw k-unknown"></span>unknown '
+               '<span class="sw k-jit"></span>JIT <span class="sw k-python"></span>Python '
+               '<span class="sw k-unknown"></span>unknown '
                '<span class="sw k-match"></span>match</span>')
 #: ... and of a graph with thread states (the offcpu and wall events, docs/offcpu.md): whatever
 #: their kind, the frames of blocked stacks are blue and those of runnable stacks violet.

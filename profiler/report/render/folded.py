@@ -7,7 +7,8 @@ then a space and the weight::
 
 The first frame is the thread's command name (optionally ``comm-PID`` or ``comm-PID/TID``).
 Kernel frames end in ``_[k]`` and JIT frames in ``_[j]``, the annotations flamegraph.pl
-colours by. Building the lines (:func:`fold_stacks`) is separate from writing them
+colours by; Python functions (CPython's perf support, docs/python.md) end in ``_[p]``, which
+flamegraph.pl leaves as part of the name. Building the lines (:func:`fold_stacks`) is separate from writing them
 (:func:`render_folded`), so tests assert on data and the CLI picks the stream.
 """
 
@@ -20,7 +21,7 @@ from typing import TextIO
 from profiler.report.model import Frame, StackSet, StackSample, Weight
 from profiler.names import UNKNOWN
 
-KIND_SUFFIX: dict[str, str] = {"kernel": "_[k]", "jit": "_[j]"}
+KIND_SUFFIX: dict[str, str] = {"kernel": "_[k]", "jit": "_[j]", "python": "_[p]"}
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ class FoldedOptions:
     include_comm: put the command name first at all (``False`` starts at the outermost frame).
     unknown_as_dso: write an unresolved frame as its bracketed DSO (``[libc.so.6]``)
         instead of ``[unknown]`` when the DSO is known.
-    annotate_kind: append ``_[k]`` to kernel frames and ``_[j]`` to JIT frames.
+    annotate_kind: append ``_[k]`` to kernel frames, ``_[j]`` to JIT frames and ``_[p]`` to
+        Python functions.
     """
 
     weight: Weight = "samples"

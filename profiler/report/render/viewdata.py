@@ -34,7 +34,7 @@ import numpy.typing as npt
 from profiler.report.profile import Profile
 from profiler.report.render import utf8
 
-KINDS: tuple[str, ...] = ("user", "kernel", "jit", "unknown", "state")
+KINDS: tuple[str, ...] = ("user", "kernel", "jit", "unknown", "state", "python")
 
 #: Rows per event above which samples are merged into (time bucket, thread, cpu, stack) rows.
 DEFAULT_MAX_ROWS = 2_000_000

@@ -27,6 +27,7 @@
       case 'user': return hsl(8 + 42 * a, 78 + 12 * b, 54 + 10 * b);
       case 'kernel': return hsl(192 + 32 * a, 58 + 12 * b, 56 + 10 * b);
       case 'jit': return hsl(92 + 40 * a, 45 + 12 * b, 50 + 10 * b);
+      case 'python': return hsl(48 + 10 * a, 70 + 12 * b, 52 + 10 * b);
       case 'unknown': return hsl(0, 0, 62 + 14 * a);
       case 'state': return hsl(140, 40, 62 + 8 * a);   // [running]
       default: return hsl(262, 16, 72 + 8 * a);   // root and process frames
