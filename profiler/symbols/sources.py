@@ -473,6 +473,11 @@ class SymbolSources:
             except FormatError as exc:
                 self.warnings.append(f"{self.perf_map_dir / name}: {exc}; ignored.")
                 continue
+            if dump.pid != pid:  # another process's file at this name: its code is not this one's
+                self.warnings.append(f"{self.perf_map_dir / name}: written by process {dump.pid}, not {pid}; "
+                                     "ignored.")
+                dump = None
+                continue
             if dump.skipped:
                 self.warnings.append(f"{self.perf_map_dir / name}: skipped {dump.skipped} damaged records.")
         if table is None and dump is None:

@@ -4,6 +4,7 @@ and what a torn or hostile file does."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,16 @@ def test_damaged_packed_code_is_refused(damage: dict[str, object]) -> None:
     good = JitBlobs([0x1000], [11], [0], [(TRAMPOLINE, b"")]).to_packed()
     with pytest.raises(FormatError):
         JitBlobs.from_packed({**good, **damage})
+
+
+def test_a_jitdump_of_another_process_is_refused(tmp_path: Path) -> None:
+    from profiler.symbols.sources import SymbolSources
+
+    (tmp_path / "jit-7.dump").write_bytes(header(pid=8) + load(0x1000, "py::f:/a.py"))
+    (tmp_path / "jit-9.dump").write_bytes(header(pid=9) + load(0x1000, "py::f:/a.py"))
+    (tmp_path / "jit-11.dump").write_bytes(b"")  # a forked child's, its buffer lost at os._exit
+    chain = SymbolSources(perf_map_dir=tmp_path)
+    assert chain.jit(7) == (None, "missing") and "written by process 8, not 7" in chain.warnings[0]
+    table, origin = chain.jit(9)
+    assert table is not None and table.lookup(0x1005) == ("py::f:/a.py", 5) and origin == "local"
+    assert chain.jit(11) == (None, "missing") and len(chain.warnings) == 1
