@@ -246,7 +246,10 @@ class Profile:
             f = self.frames[int(table.frames[e])]
             name = f.name(self.demangle)
             system = f.symbol if f.symbol is not None else f.label(self.demangle)
-            lines.append(self._source_line(name.removesuffix(INLINED_SUFFIX) if f.inlined else name, e, system))
+            line = self._source_line(name.removesuffix(INLINED_SUFFIX) if f.inlined else name, e, system)
+            if f.kind == "python" and line.file is None:  # a Python function: its file, even without a line
+                line = SourceLine(line.function, f.dso_path, system_name=line.system_name)
+            lines.append(line)
         return Location(address=int(table.addrs[group[0]]), rel_address=int(table.shown[group[0]]),
                         mapping=Mapping(head.dso_path, self.build_ids.get(head.dso_path)),
                         dso=head.dso, kind=head.kind, lines=tuple(lines),

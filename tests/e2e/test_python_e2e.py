@@ -219,3 +219,39 @@ def test_python_frames_named_where_neither_the_interpreter_nor_its_jit_files_are
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert out.read_text() == before
+
+
+@pytest.mark.e2e
+def test_python_frames_in_every_output(require_perf: None, tmp_path: Path) -> None:
+    """report, script, flame graph, folded, speedscope, Firefox and pprof all name Python
+    functions with their file; the flame graph gives them the 'python' kind (its colour)."""
+    import gzip
+    import json
+
+    python = interpreter("3.12.1")
+    capture = tmp_path / "py.prof"
+    profiler("record", "-o", capture, "-g", "--", python, STACKS, "0.1", "-", "nofork")
+    report = profiler("report", "-i", capture, "--children", "--sort", "dso,sym", "-g", "none").stdout
+    assert any(str(STACKS) in line and line.endswith("[.] leaf") for line in report.splitlines())
+    script = profiler("script", "-i", capture).stdout
+    assert " leaf+0x" in script and f"({STACKS})" in script
+    page = profiler("flamegraph", "-i", capture, "-o", tmp_path / "fg.html")
+    html = (tmp_path / "fg.html").read_text()
+    assert page.returncode == 0 and '"python"' in html and "k-python" in html
+    profiler("export", "-i", capture, "--format", "speedscope", "-o", tmp_path / "s.json")
+    frames = json.loads((tmp_path / "s.json").read_text())["shared"]["frames"]
+    assert {"name": "leaf", "file": str(STACKS)} in frames
+    profiler("export", "-i", capture, "--format", "firefox", "-o", tmp_path / "f.json")
+    ff = json.loads((tmp_path / "f.json").read_text())
+    strings = ff["shared"]["stringArray"]
+    funcs = ff["threads"][0]["funcTable"]
+    at = [i for i, n in enumerate(funcs["name"]) if strings[n] == "leaf"]
+    assert at and strings[funcs["fileName"][at[0]]] == str(STACKS)
+    assert ff["meta"]["categories"][ff["threads"][0]["frameTable"]["category"][
+        ff["threads"][0]["frameTable"]["func"].index(at[0])]]["name"] == "Python"
+    profiler("export", "-i", capture, "--format", "pprof", "-o", tmp_path / "p.pb.gz")
+    from profiler.report.render.proto import profile_pb2  # type: ignore[attr-defined]
+
+    prof = profile_pb2.Profile.FromString(gzip.decompress((tmp_path / "p.pb.gz").read_bytes()))
+    names = {(prof.string_table[f.name], prof.string_table[f.filename]) for f in prof.function}
+    assert ("leaf", str(STACKS)) in names

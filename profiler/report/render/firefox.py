@@ -180,7 +180,8 @@ class _Thread:
             c = self.frame_cols
             found = len(c["func"])
             func = self.func(line, loc, lib)
-            if line.file is not None and line.line is not None and self.func_cols["fileName"][func] is None:
+            if line.file is not None and (line.line is not None or loc.kind == "python") \
+                    and self.func_cols["fileName"][func] is None:
                 self.func_cols["fileName"][func] = self.s(line.file)  # the file the function's code is in
                 self.func_cols["lineNumber"][func] = line.function_line
             c["address"].append(loc.rel_address if lib is not None else -1)
