@@ -142,6 +142,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(("--all-cgroups",), "all_cgroups",
            help="Record the cgroup of every sample and every cgroup's path (PERF_SAMPLE_CGROUP, "
                 "PERF_RECORD_CGROUP), as perf's --all-cgroups: report --sort cgroup."),
+    Option(("--namespaces",), "namespaces",
+           help="Record the namespaces of every task (PERF_RECORD_NAMESPACES), as perf's --namespaces: "
+                "report --sort cgroup_id."),
     Option(("--no-namespace-symbols",), "no_namespace_symbols",
            help="Do not pack the symbols of files only a container (another mount namespace) has, nor "
                 "namespaced JIT maps, at the end (packed by default: docs/containers.md)."),
@@ -266,6 +269,7 @@ def options_from_cli(
     no_namespace_symbols: bool = False,
     all_cgroups: bool = False,
     cgroup: str | None = None,
+    namespaces: bool = False,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -313,6 +317,7 @@ def options_from_cli(
         namespace_symbols=not no_namespace_symbols,
         all_cgroups=all_cgroups,
         cgroup=cgroup,
+        namespaces=namespaces,
     )
     opts.validate()
     return opts
