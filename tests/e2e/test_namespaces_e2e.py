@@ -89,6 +89,20 @@ def same_shares(a: dict[tuple[str, str], float], b: dict[tuple[str, str], float]
         assert abs(a[key] - b[key]) <= TOLERANCE, (key, a, b)
 
 
+def namespace_bodies(script_text: str) -> list[str]:
+    """Each NAMESPACES record of a ``script --show-namespace-events`` output, from
+    ``PERF_RECORD_NAMESPACES`` to the end of its last line (the header before it is each
+    tool's sample header)."""
+    lines = script_text.splitlines()
+    return ["|".join([line[line.index("PERF_RECORD_NAMESPACES"):], *lines[i + 1:i + 3]])
+            for i, line in enumerate(lines) if "PERF_RECORD_NAMESPACES" in line]
+
+
+def script_of(tool: list[str], path: Path) -> str:
+    return subprocess.run([*tool, "script", "-i", str(path), "--show-namespace-events"], capture_output=True,
+                          text=True, timeout=180, check=True).stdout
+
+
 def programs(fixtures_dir: Path, tmp_path: Path, source: str) -> tuple[Path, Path]:
     """Two copies of a workload whose comms tell them apart: ``boxed`` and ``hosted``."""
     made = []
@@ -114,6 +128,9 @@ def test_new_processes_inside_and_outside_a_cgroup_namespace_as_perf(box: tuple[
     assert not [k for k in mine if k[1] in ("boxed", "hosted") and k not in ((inside, "boxed"), (outside, "hosted"))]
     done = subprocess.run([*PROFILER, "report", "-i", str(capture)], capture_output=True, text=True, timeout=180)
     assert "cgroup id" not in done.stdout  # the default sort is unchanged
+    bodies = namespace_bodies(script_of(PROFILER, capture))
+    assert any(body.endswith(f"6/cgroup: {inside}]") for body in bodies), bodies  # nsenter's setns
+    assert bodies[0].endswith(f"6/cgroup: {outside}]")  # the command, synthesized before its exec
     perf_needed()
     data = tmp_path / "perf.data"
     subprocess.run(["perf", "record", "-q", "--namespaces", "-o", str(data), "--", *argv], check=True,
@@ -122,6 +139,8 @@ def test_new_processes_inside_and_outside_a_cgroup_namespace_as_perf(box: tuple[
     same_shares(mine, theirs)
     # our reader of perf.data: the same rows from perf's own capture
     same_shares(table_rows(ours(data)), theirs)
+    # script --show-namespace-events: perf's text of every record of perf's file
+    assert namespace_bodies(script_of(PROFILER, data)) == namespace_bodies(script_of(["perf"], data))
 
 
 @pytest.fixture
