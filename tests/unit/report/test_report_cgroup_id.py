@@ -73,3 +73,17 @@ def test_a_capture_without_namespaces_shows_perf_s_zero(tmp_path: Path) -> None:
                          kallsyms=kallsyms_text())
     flat = aggregate(load_profile(LoadOptions(input=str(path), cgroup_ns=True)), ("cgroup_id",), children=False)
     assert [(r.cgroup_id, r.self_samples) for r in flat.rows] == [("0/0x0", 2)]
+
+
+def test_a_hostile_namespaces_record_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    import struct
+
+    huge = R.UnknownRecord(abi.PERF_RECORD_NAMESPACES, struct.pack("<IIQ", 100, 100, 1 << 60))  # 2^60 entries
+    recs: list[R.Record] = [comm(100, 100, "sh", 1), namespaces(100, 100, HOST, 2), huge, *samples(100, 100, 10, 2),
+                            R.Namespaces(100, 100, (), sample_id=sid(100, 100, 20)),  # no entries at all
+                            *samples(100, 100, 30, 1)]
+    path = write_capture(tmp_path / "hostile.prof", recs, kallsyms=kallsyms_text())
+    profile = load_profile(LoadOptions(input=str(path), cgroup_ns=True))
+    assert any("damaged" in w for w in profile.warnings), profile.warnings
+    flat = aggregate(profile, ("cgroup_id",), children=False)
+    assert {r.cgroup_id: r.self_samples for r in flat.rows} == {"4/0xeffffffb": 2, "0/0x0": 1}
