@@ -148,6 +148,9 @@ OPTIONS: tuple[Option, ...] = (
            help="CPython's perf support for the command and its children: auto (-X perf with call "
                 "graphs), perf (-X perf), jit (-X perf_jit, 3.13+), off. "
                 "A Python command's -g records DWARF stacks (docs/python.md)."),
+    Option(("--namespaces",), "namespaces",
+           help="Record the namespaces of every task (PERF_RECORD_NAMESPACES), as perf's --namespaces: "
+                "report --sort cgroup_id."),
     Option(("--no-namespace-symbols",), "no_namespace_symbols",
            help="Do not pack the symbols of files only a container (another mount namespace) has, nor "
                 "namespaced JIT maps, at the end (packed by default: docs/containers.md)."),
@@ -273,6 +276,7 @@ def options_from_cli(
     all_cgroups: bool = False,
     cgroup: str | None = None,
     python: str = "auto",
+    namespaces: bool = False,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -329,6 +333,7 @@ def options_from_cli(
         all_cgroups=all_cgroups,
         cgroup=cgroup,
         python=python,
+        namespaces=namespaces,
     )
     opts.validate()
     return opts

@@ -51,6 +51,8 @@ def command(sort: str, children: bool, call_graph: str | None, callchain_thresho
     keys = parse_sort(sort)
     if "srcline" in keys:
         load = replace(load, srclines=True)
+    if "cgroup_id" in keys:
+        load = replace(load, cgroup_ns=True)
     opts = ReportOptions(load=load, sort=keys, children=children, callgraph=call_graph,
                          callchain_threshold=callchain_threshold, percent_limit=percent_limit, group=group,
                          percentage=percentage,

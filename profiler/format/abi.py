@@ -44,6 +44,13 @@ PERF_RECORD_CGROUP = 19
 PERF_RECORD_TEXT_POKE = 20
 PERF_RECORD_AUX_OUTPUT_HW_ID = 21
 
+# PERF_RECORD_NAMESPACES: one {dev, inode} per index of perf_event.h's namespace enum
+# (NET_NS_INDEX = 0 ... CGROUP_NS_INDEX = 6, NR_NAMESPACES = 7), named as in /proc/PID/ns/
+# (and as perf script prints them).
+NAMESPACE_NAMES: tuple[str, ...] = ("net", "uts", "ipc", "pid", "user", "mnt", "cgroup")
+CGROUP_NS_INDEX = 6
+NR_NAMESPACES = len(NAMESPACE_NAMES)
+
 # --- enum perf_event_sample_format ----------------------------------------------------------
 PERF_SAMPLE_IP = 1 << 0
 PERF_SAMPLE_TID = 1 << 1
@@ -407,12 +414,25 @@ def finish(w: Writer, rtype: int, misc: int, layout: SampleLayout) -> bytes:
     return struct.pack(layout.byte_order + "IHH", rtype, misc, size) + body
 
 
+def write_namespaces(w: Writer, source: Any) -> None:
+    """PERF_RECORD_NAMESPACES' body: ``u32 pid, tid; u64 nr_namespaces;`` then
+    ``struct perf_ns_link_info { u64 dev; u64 ino; }`` per namespace, from ``source.pid``,
+    ``source.tid`` and ``source.namespaces`` ((dev, ino) pairs in the enum's order)."""
+    w.u32(source.pid, source.tid)
+    w.u64(len(source.namespaces))
+    for dev, ino in source.namespaces:
+        w.u64(dev, ino)
+
+
 def encode_fields(rtype: int, misc: int, source: Any, layout: SampleLayout) -> bytes:
-    """A record of a fixed layout (:data:`BODY_SPECS`) as the kernel writes it for an event
-    with ``layout``: its body from ``source``'s attributes, its trailer from
+    """A record of a fixed layout (:data:`BODY_SPECS`, and NAMESPACES) as the kernel writes it
+    for an event with ``layout``: its body from ``source``'s attributes, its trailer from
     ``source.sample_id``. ``source`` may be a :mod:`profiler.format.records` record or any
     object with those attributes (the recorder's synthesized records)."""
     w = Writer(layout.byte_order)
-    write_fields(w, rtype, source)
+    if rtype == PERF_RECORD_NAMESPACES:
+        write_namespaces(w, source)
+    else:
+        write_fields(w, rtype, source)
     write_sample_id(w, source.sample_id, layout)
     return finish(w, rtype, misc, layout)

@@ -29,6 +29,7 @@ from profiler.format.abi import (
     finish,
     opt,
     write_fixed,
+    write_namespaces,
     write_sample_id,
 )
 from profiler.format.records import (
@@ -128,10 +129,7 @@ def _encode_special_body(w: Writer, rec: Record, layout: SampleLayout) -> None:
         w.u32(rec.pid, rec.tid)
         _encode_read(w, rec.values, layout.read_format)
     elif isinstance(rec, Namespaces):
-        w.u32(rec.pid, rec.tid)
-        w.u64(len(rec.namespaces))
-        for dev, inode in rec.namespaces:
-            w.u64(dev, inode)
+        write_namespaces(w, rec)
     elif isinstance(rec, TextPoke):
         w.u64(rec.addr)
         w.u16(rec.old_len, rec.new_len)

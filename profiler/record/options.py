@@ -60,6 +60,7 @@ class RecordOptions(Frozen):
     switch_events: bool = False  # --switch-events: context-switch records (attr.context_switch), as perf
     namespace_symbols: bool = True  # pack namespace-only files and JIT maps at the end (docs/containers.md)
     all_cgroups: bool = False  # --all-cgroups: PERF_SAMPLE_CGROUP + PERF_RECORD_CGROUP, as perf
+    namespaces: bool = False  # --namespaces: PERF_RECORD_NAMESPACES (attr.namespaces), as perf
     cgroup: str | None = None  # -G/--cgroup PATH: only this cgroup's tasks, system-wide (record/cgroups.py)
     python: str = "auto"  # --python: CPython's perf support for the command (record/python.py)
 
@@ -69,7 +70,7 @@ class RecordOptions(Frozen):
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
         "switch_output", "switch_max_files", "max_size", "push",
         "overwrite", "snapshot_on", "archive_files", "off_cpu", "switch_events", "namespace_symbols",
-        "all_cgroups", "cgroup", "python",
+        "all_cgroups", "cgroup", "python", "namespaces",
     )
 
     def __init__(
@@ -109,6 +110,7 @@ class RecordOptions(Frozen):
         switch_events: bool = False,
         namespace_symbols: bool = True,
         all_cgroups: bool = False,
+        namespaces: bool = False,
         cgroup: str | None = None,
         python: str = "auto",
     ) -> None:
@@ -147,6 +149,7 @@ class RecordOptions(Frozen):
         self.switch_events = switch_events
         self.namespace_symbols = namespace_symbols
         self.all_cgroups = all_cgroups
+        self.namespaces = namespaces
         self.cgroup = cgroup
         self.python = python
 

@@ -137,6 +137,7 @@ def build_attr(
         # PERF_RECORD_SWITCH (per task) or SWITCH_CPU_WIDE (per CPU, -a): when each thread
         # is switched in again, which ends its off-CPU interval (docs/offcpu.md)
         attr.context_switch = int(opts.off_cpu or opts.switch_events)
+        attr.namespaces = int(opts.namespaces)  # PERF_RECORD_NAMESPACES at each fork, unshare, setns
     return attr
 
 
@@ -372,8 +373,11 @@ class Recorder:
             pids = sorted({t.pid for t in self.threads})
             if live and self.child is not None and self.child.pid is not None:
                 pids = sorted({*pids, *process_tree(self.child.pid)})
+            elif self.opts.namespaces and self.child is not None and self.child.pid is not None:
+                records.append(synth.namespaces_record(self.child.pid, self.child.pid, ident))  # not yet exec'd
         for pid in pids:
-            records.extend(synth.process_records(pid, ident, data_mmaps=self.opts.data_mmaps))
+            records.extend(synth.process_records(pid, ident, data_mmaps=self.opts.data_mmaps,
+                                                 namespaces=self.opts.namespaces))
         if self.opts.all_cgroups:
             records.extend(synth.cgroup_records(ident))
         self.session.stats.mapped.seen_records(records)

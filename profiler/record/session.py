@@ -77,7 +77,7 @@ def _kernel_mode(buf: bytes | memoryview, pos: int, size: int, n: int) -> Iterat
 
 
 _SIDEBAND = frozenset({R.PERF_RECORD_MMAP, R.PERF_RECORD_MMAP2, R.PERF_RECORD_COMM, R.PERF_RECORD_FORK,
-                       R.PERF_RECORD_EXIT})
+                       R.PERF_RECORD_EXIT, R.PERF_RECORD_NAMESPACES, R.PERF_RECORD_CGROUP})
 
 
 _KEEP_MMAP2 = 1 << R.PERF_RECORD_MMAP2

@@ -4,7 +4,8 @@ The kernel reports a COMM, FORK or MMAP2 only when it happens; for processes tha
 already running (``-p``, ``-a``) the recorder writes them itself, as perf does: per thread a
 COMM from ``/proc/PID/task/TID/comm`` (and a FORK from the process's main thread for every
 other thread), per process an MMAP2 for each executable mapping in ``/proc/PID/maps`` (data
-mappings too with ``--data-mmaps``), plus the kernel's own map, an MMAP of
+mappings too with ``--data-mmaps``), with ``--namespaces`` per thread a NAMESPACES from the
+``/proc/PID/task/TID/ns/`` links, plus the kernel's own map, an MMAP of
 ``[kernel.kallsyms]_text`` starting at ``_text`` from /proc/kallsyms, and one per module from
 /proc/modules. Records are encoded with the first event's layout (``sample_id_all``
 trailer included, time 0) so the reader decodes them like kernel records.
@@ -135,20 +136,55 @@ def _comm(pid: int, tid: int, comm: str, misc: int, ident: int) -> SimpleNamespa
     return _record(R.PERF_RECORD_COMM, misc, _sid(pid, tid, ident), pid=pid, tid=tid, comm=comm)
 
 
+def namespace_links(pid: int, tid: int, proc: str | os.PathLike[str] = PROC) -> tuple[tuple[int, int], ...]:
+    """(dev, inode) of each of the thread's namespaces, in perf_event.h's order, from
+    ``/proc/PID/task/TID/ns/NAME`` (the kernel puts the same pair in a PERF_RECORD_NAMESPACES:
+    the nsfs inode and its superblock's device, new_encode_dev'd); (0, 0) for a namespace the
+    kernel does not show or that cannot be read, as perf leaves it."""
+    base = os.path.join(proc, str(pid), "task", str(tid), "ns")
+    links = []
+    for name in R.NAMESPACE_NAMES:
+        try:
+            st = os.stat(os.path.join(base, name))
+        except OSError:
+            links.append((0, 0))
+            continue
+        links.append((encode_dev(st.st_dev), st.st_ino))
+    return tuple(links)
+
+
+def encode_dev(dev: int) -> int:
+    """The kernel's new_encode_dev() of a device number (major and minor as stat gives them)."""
+    major, minor = os.major(dev), os.minor(dev)
+    return (minor & 0xFF) | (major << 8) | ((minor & ~0xFF) << 12)
+
+
+def namespaces_record(pid: int, tid: int, ident: int, proc: str | os.PathLike[str] = PROC) -> SimpleNamespace:
+    """A thread's PERF_RECORD_NAMESPACES, as perf synthesizes it for ``--namespaces``."""
+    return _record(R.PERF_RECORD_NAMESPACES, 0, _sid(pid, tid, ident),  # misc 0, as the kernel's
+                   pid=pid, tid=tid, namespaces=namespace_links(pid, tid, proc))
+
+
 def process_records(
-    pid: int, ident: int, *, data_mmaps: bool = False, proc: str | os.PathLike[str] = PROC
+    pid: int, ident: int, *, data_mmaps: bool = False, namespaces: bool = False,
+    proc: str | os.PathLike[str] = PROC,
 ) -> Iterator[SimpleNamespace]:
-    """COMM (+ FORK per extra thread) and MMAP2 records for one running process."""
+    """COMM (+ FORK per extra thread) and MMAP2 records for one running process; with
+    ``namespaces`` a NAMESPACES record per thread after its COMM (``--namespaces``)."""
     comm = read_comm(pid, proc=proc)
     if comm is None:
         return  # it exited meanwhile
     yield _comm(pid, pid, comm, R.PERF_RECORD_MISC_USER, ident)
+    if namespaces:
+        yield namespaces_record(pid, pid, ident, proc)
     for tid in thread_ids(pid, proc):
         if tid == pid:
             continue
         yield _record(R.PERF_RECORD_FORK, R.PERF_RECORD_MISC_USER, _sid(pid, tid, ident),
                       pid=pid, ppid=pid, tid=tid, ptid=pid, time=0)
         yield _comm(pid, tid, read_comm(pid, tid, proc) or comm, R.PERF_RECORD_MISC_USER, ident)
+        if namespaces:
+            yield namespaces_record(pid, tid, ident, proc)
     for entry in read_maps(pid, proc):
         if not entry.executable and not (data_mmaps and entry.path):
             continue

@@ -15,12 +15,12 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import ranges
-from profiler.report.profile import Profile, cgroup_column, cgroup_name
+from profiler.report.profile import Profile, cgroup_column, cgroup_id_text, cgroup_name, cgroup_ns_column
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 
-SAMPLE_KEYS = ("pid", "tid", "comm", "cpu", "cgroup")
+SAMPLE_KEYS = ("pid", "tid", "comm", "cpu", "cgroup", "cgroup_id")
 @dataclass(frozen=True)
 class ReportRow:
     """One line of the flat profile. Fields of sort keys not in use are None."""
@@ -40,6 +40,7 @@ class ReportRow:
     frame: int = -1  # frame id when sorting by sym
     srcline: str | None = None  # "file.c:12" of the sampled address (sort key srcline)
     cgroup: str | None = None  # the sample's cgroup path (sort key cgroup; --all-cgroups)
+    cgroup_id: str | None = None  # its cgroup namespace, "dev/0xinode" (sort key cgroup_id; --namespaces)
     unnamed: bool = False  # a function without a symbol, named DSO+0xSTART (see symbols/unnamed.py)
 
 
@@ -112,7 +113,8 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     s = profile.samples
     attr_names = [k for k in SAMPLE_KEYS if k in sort]
     sample_cols: dict[str, npt.NDArray[Any]] = {"pid": s.pid, "tid": s.tid, "comm": profile.comm,
-                                                "cpu": s.cpu, "cgroup": cgroup_column(profile)}
+                                                "cpu": s.cpu, "cgroup": cgroup_column(profile),
+                                                "cgroup_id": cgroup_ns_column(profile)}
     fkey, dso_info = frame_keys(profile, sort)
 
     # 1. groups of samples with the same stack and attributes
@@ -235,6 +237,8 @@ def _row(profile: Profile, sort: tuple[str, ...], attr_names: list[str],
             fields[k] = int(vals[k])
     if "cgroup" in vals:
         fields["cgroup"] = cgroup_name(profile, int(vals["cgroup"]))
+    if "cgroup_id" in vals:
+        fields["cgroup_id"] = cgroup_id_text(profile, int(vals["cgroup_id"]))
     if "sym" in sort:
         fr = profile.frames[fk]
         fields.update(symbol=fr.label(profile.demangle), kernel=fr.is_kernel, frame=fk, unnamed=fr.unnamed)
@@ -248,7 +252,7 @@ def _row(profile: Profile, sort: tuple[str, ...], attr_names: list[str],
 
 def _text_key(row: ReportRow) -> tuple[str, ...]:
     return (row.comm or "", str(row.pid or 0), str(row.tid or 0), str(row.cpu or 0),
-            row.dso or "", row.symbol or "", row.srcline or "", row.cgroup or "")
+            row.dso or "", row.symbol or "", row.srcline or "", row.cgroup or "", row.cgroup_id or "")
 
 
 

@@ -53,13 +53,15 @@ class Selected:
     comm: I64
     weight: I64 | None = None
     raw: npt.NDArray[Any] | None = None
+    cgroup_ns: I64 | None = None  # per row its thread's cgroup namespace (replay.cgroup_ns_keys index)
 
     def take(self, keep: Mask) -> Selected:
         if keep.all():
             return self
         return Selected(self.samples.take(keep), self.gen[keep], self.comm[keep],
                         None if self.weight is None else self.weight[keep],
-                        None if self.raw is None else self.raw[keep])
+                        None if self.raw is None else self.raw[keep],
+                        None if self.cgroup_ns is None else self.cgroup_ns[keep])
 
 
 @dataclass
@@ -141,6 +143,7 @@ def assemble(options: LoadOptions, capture: Capture, event: int, rows: Selected,
     profile = Profile(
         path=options.input, header=capture.info, event=capture.event_names[event], event_names=capture.event_names,
         samples=s, comm=rows.comm, comm_names=state.comm_names, cgroup_names=state.cgroups, stack=stack,
+        cgroup_ns=rows.cgroup_ns, cgroup_ns_keys=state.cgroup_ns_keys,
         stack_start=table.start,
         stack_frames=table.frames, frames=resolver.frames, stack_table=table, has_callchains=has_chains,
         demangle=options.demangle, lost_samples=state.lost + state.lost_samples, counts=counts.records,

@@ -12,7 +12,7 @@ import numpy.typing as npt
 from profiler.errors import UsageError
 from profiler.format.container.layout import DEFAULT_CAPTURE
 
-SORT_KEYS: tuple[str, ...] = ("pid", "tid", "comm", "dso", "sym", "cpu", "srcline", "cgroup")
+SORT_KEYS: tuple[str, ...] = ("pid", "tid", "comm", "dso", "sym", "cpu", "srcline", "cgroup", "cgroup_id")
 DEFAULT_SORT: tuple[str, ...] = ("comm", "dso", "sym")
 CALLGRAPH_MODES: tuple[str, ...] = ("caller", "callee", "none")
 FORMATS: tuple[str, ...] = ("table", "json", "csv", "folded", "markdown", "github", "simple")
@@ -101,6 +101,7 @@ class LoadOptions:
     python_frames: str = "python"  # "all": keep the interpreter's frames between Python ones
     srclines: bool = False  # look up the source line of every address (--sort srcline, script)
     payloads: bool = False  # True: keep tracepoint samples' PERF_SAMPLE_RAW bytes (script)
+    cgroup_ns: bool = False  # True: each row's cgroup namespace (--sort cgroup_id): rows decoded whole
 
     @classmethod
     def with_symbols(cls, symbols: SymbolOptions, **fields: Any) -> LoadOptions:

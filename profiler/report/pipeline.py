@@ -118,7 +118,8 @@ def needs_whole(options: LoadOptions, capture: Capture, index: int) -> bool:
     ev = capture.events.events[index]
     dwarf = options.callchains and has_user_stacks(ev.layout) and columns_for(capture.arch) is not None
     cgroups = bool(ev.layout.sample_type & PERF_SAMPLE_CGROUP)  # the tally keeps no cgroup column
-    return reads_group(ev) or dwarf or cgroups or options.payloads or bool(options.filters.trace)
+    return (reads_group(ev) or dwarf or cgroups or options.payloads or options.cgroup_ns
+            or bool(options.filters.trace))
 
 
 def load_events(options: LoadOptions, warn: Warn, capture: Capture | None = None,
@@ -215,7 +216,8 @@ def _from_whole(options: LoadOptions, capture: Capture, index: int, say: Progres
     counts.base_samples = int(np.count_nonzero(kept))
     counts.base_period = int(s.period[kept].sum(dtype=np.uint64)) if counts.base_samples else 0
     mask = kept & entry_mask(s.pid, s.tid, rep.sample_comm, rep.comm_names, options.filters)
-    selected = Selected(s.take(mask) if not mask.all() else s, rep.sample_gen[mask], rep.sample_comm[mask])
+    selected = Selected(s.take(mask) if not mask.all() else s, rep.sample_gen[mask], rep.sample_comm[mask],
+                        cgroup_ns=None if rep.sample_cgroup_ns is None else rep.sample_cgroup_ns[mask])
     tfmt, selected.raw = event_payloads(capture, index, selected.samples, options)
     if tfmt is not None and selected.raw is not None and options.filters.trace:
         selected = selected.take(filter_mask(tfmt, parse_trace_filter(options.filters.trace), selected.raw,
@@ -240,7 +242,8 @@ def _from_switches(options: LoadOptions, capture: Capture, index: int, say: Prog
     counts.base_period = int(s.period[kept].sum(dtype=np.uint64)) if counts.base_samples else 0
     gen, comm = rep.sample_gen[rows], rep.sample_comm[rows]
     mask = kept & entry_mask(s.pid, s.tid, comm, rep.comm_names, options.filters)
-    selected = Selected(s.take(mask), gen[mask], comm[mask])
+    selected = Selected(s.take(mask), gen[mask], comm[mask],
+                        cgroup_ns=None if rep.sample_cgroup_ns is None else rep.sample_cgroup_ns[rows][mask])
     switch = capture.names.index(SWITCH_TRACEPOINT)
     tfmt, selected.raw = event_payloads(capture, switch, selected.samples, options)
     return _unwound_and_assembled(options, capture, index, switch, selected, data, rep, counts, tfmt, say,

@@ -103,6 +103,10 @@ class Profile:
     # samples), None when every row is one sample
     weight: I64 | None = None
     cgroup_names: dict[int, str] = field(default_factory=dict)  # cgroup id -> path (--all-cgroups)
+    # per sample its thread's cgroup namespace, an index into ``cgroup_ns_keys`` ((dev, inode);
+    # 0 is (0, 0): none known); None when the capture had no NAMESPACES record (--namespaces)
+    cgroup_ns: I64 | None = None
+    cgroup_ns_keys: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
     _function_lines: dict[tuple[str, int], int | None] = field(default_factory=dict, repr=False)
     # the rows' (stack, thread) groups, with the arrays they were made from (see _thread_stacks)
     _groups: tuple[I64, Any, I64, npt.NDArray[np.bool_]] | None = field(default=None, repr=False)
@@ -309,6 +313,19 @@ def cgroup_column(profile: Profile) -> I64:
     """Each sample's cgroup id (PERF_SAMPLE_CGROUP), 0 when it was not recorded."""
     found = profile.samples.extra.get("cgroup")
     return np.zeros(len(profile.samples), np.int64) if found is None else np.asarray(found).astype(np.int64)
+
+
+def cgroup_ns_column(profile: Profile) -> I64:
+    """Each sample's cgroup namespace (an index into ``cgroup_ns_keys``), 0 where none is known."""
+    found = profile.cgroup_ns
+    return np.zeros(len(profile.samples), np.int64) if found is None else found
+
+
+def cgroup_id_text(profile: Profile, index: int) -> str:
+    """perf's ``cgroup_id`` value: the cgroup namespace's device and inode, ``dev/0xinode``
+    (``0/0x0`` for a thread of no NAMESPACES record)."""
+    dev, ino = profile.cgroup_ns_keys[index]
+    return f"{dev}/{ino:#x}"
 
 
 def cgroup_name(profile: Profile, cgroup_id: int) -> str:

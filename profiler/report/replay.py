@@ -11,6 +11,9 @@ every process while the records are replayed:
 * MMAP / MMAP2: an executable mapping; it replaces whatever it overlaps. Maps of pid -1
   are the kernel's (perf's convention) and are global. Data mappings
   (``PERF_RECORD_MISC_MMAP_DATA``) carry no code and are ignored.
+* NAMESPACES: the thread's cgroup namespace (dev, inode; ``report --sort cgroup_id``); a
+  FORK gives the new thread its parent thread's until its own record comes (the kernel sends
+  one at every fork, unshare and setns; /proc synthesis one per thread).
 * EXIT: nothing to undo (late samples of an exiting thread still resolve).
 * LOST / LOST_SAMPLES: counted.
 
@@ -29,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.format import records as R
+from profiler.format.abi import CGROUP_NS_INDEX
 from profiler.format.decode.columns import OtherRecord
 from profiler.format.recorded import InodeKey, RecordedFile
 from profiler.report.maps import EMPTY, KERNEL_MAP_PREFIX, Dso, DsoTable, Map, MapSnapshot
@@ -58,6 +62,10 @@ class ReplayState:
     lost: int = 0
     lost_samples: int = 0
     cgroups: dict[int, str] = field(default_factory=dict)  # cgroup id -> path (PERF_RECORD_CGROUP)
+    cgroup_ns_keys: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])  # (dev, ino); 0: none
+    cgroup_ns_ids: dict[tuple[int, int], int] = field(default_factory=dict)
+    tid_cgroup_ns: dict[int, int] = field(default_factory=dict)
+    cgroup_ns_log: list[tuple[int, int, int]] = field(default_factory=list)  # (tid, boundary, key index)
     boundary: int = 0  # samples (in time order) before the record being replayed
     parent: dict[int, int] = field(default_factory=dict)  # pid -> the pid it forked from (the latest)
 
@@ -76,6 +84,14 @@ class ReplayState:
     def set_comm(self, tid: int, comm: int) -> None:
         self.tid_comm[tid] = comm
         self.comm_log.append((tid, self.boundary, comm))
+
+    def set_cgroup_ns(self, tid: int, key: tuple[int, int]) -> None:
+        found = self.cgroup_ns_ids.get(key)
+        if found is None:
+            found = self.cgroup_ns_ids[key] = len(self.cgroup_ns_keys)
+            self.cgroup_ns_keys.append(key)
+        self.tid_cgroup_ns[tid] = found
+        self.cgroup_ns_log.append((tid, self.boundary, found))
 
     def snapshot_of(self, pid: int) -> MapSnapshot:
         return self.snapshots[self.current_gen.get(pid, 0)]
@@ -96,6 +112,9 @@ def on_fork(state: ReplayState, rec: R.Record) -> None:
     parent_comm = state.tid_comm.get(rec.ptid)
     if parent_comm is not None:
         state.set_comm(rec.tid, parent_comm)
+    parent_ns = state.tid_cgroup_ns.get(rec.ptid)
+    if parent_ns is not None:
+        state.set_cgroup_ns(rec.tid, state.cgroup_ns_keys[parent_ns])
 
 
 def on_mmap(state: ReplayState, rec: R.Record) -> None:
@@ -140,8 +159,17 @@ def on_cgroup(state: ReplayState, rec: R.Record) -> None:
     state.cgroups[rec.id] = rec.path
 
 
+def on_namespaces(state: ReplayState, rec: R.Record) -> None:
+    """The thread's cgroup namespace: entry CGROUP_NS_INDEX, (0, 0) in a record too short to
+    have it (as perf, which shows ``0/0x0`` for a thread without one)."""
+    assert isinstance(rec, R.Namespaces)
+    links = rec.namespaces
+    state.set_cgroup_ns(rec.tid, links[CGROUP_NS_INDEX] if len(links) > CGROUP_NS_INDEX else (0, 0))
+
+
 HANDLERS: dict[type[R.Record], Handler] = {
     R.Cgroup: on_cgroup,
+    R.Namespaces: on_namespaces,
     R.Comm: on_comm,
     R.Fork: on_fork,
     R.Mmap: on_mmap,
@@ -159,6 +187,7 @@ class ReplayResult:
     sample_gen: I64  # index into state.snapshots, per sample
     sample_comm: I64  # index into comm_names, per sample
     comm_names: list[str]
+    sample_cgroup_ns: I64 | None = None  # index into state.cgroup_ns_keys, per sample (NAMESPACES seen)
 
     @property
     def snapshots(self) -> list[MapSnapshot]:
@@ -186,7 +215,8 @@ def replay(others: Sequence[OtherRecord], others_before: I64, sample_pid: npt.ND
     gen = lookup_changes(sample_pid, state.gen_log, default=0)
     comm = _sample_comms(state, sample_pid, sample_tid, np.arange(len(sample_pid), dtype=np.int64))
     name_unknown(state, sample_tid, comm)
-    return ReplayResult(state, gen, comm, state.comm_names)
+    cgroup_ns = lookup_changes(sample_tid, state.cgroup_ns_log, default=0) if state.cgroup_ns_log else None
+    return ReplayResult(state, gen, comm, state.comm_names, cgroup_ns)
 
 
 def replay_in_order(others: Sequence[OtherRecord], build_ids: dict[str, str] | None = None) -> ReplayState:

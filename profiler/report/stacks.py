@@ -191,4 +191,6 @@ def filter_by_leaf(profile: Profile, f: Filters) -> Profile:
     profile.stack = profile.stack[mask]
     if profile.weight is not None:
         profile.weight = profile.weight[mask]
+    if profile.cgroup_ns is not None:
+        profile.cgroup_ns = profile.cgroup_ns[mask]
     return profile

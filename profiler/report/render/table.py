@@ -65,6 +65,8 @@ def columns(flat: ReportRows) -> list[tuple[str, bool, Callable[[ReportRow], str
             cols.append(("Source:Line", False, lambda r: r.srcline or ""))
         elif key == "cgroup":
             cols.append(("Cgroup", False, lambda r: r.cgroup or ""))
+        elif key == "cgroup_id":
+            cols.append(("cgroup id (dev/inode)", False, lambda r: r.cgroup_id or ""))
     return cols
 
 
