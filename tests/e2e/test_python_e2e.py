@@ -255,3 +255,21 @@ def test_python_frames_in_every_output(require_perf: None, tmp_path: Path) -> No
     prof = profile_pb2.Profile.FromString(gzip.decompress((tmp_path / "p.pb.gz").read_bytes()))
     names = {(prof.string_table[f.name], prof.string_table[f.filename]) for f in prof.function}
     assert ("leaf", str(STACKS)) in names
+
+
+@pytest.mark.e2e
+def test_a_jitdump_in_a_pid_namespace_with_its_own_tmp(require_perf: None, tmp_path: Path) -> None:
+    """3.13 -X perf_jit in ``unshare -p -f -m`` with a private /tmp: the jitdump is written as
+    jit-<its namespace pid>.dump where the host cannot see it, and is gone with the namespace;
+    the recorder reads it through the process's root, so the capture names and unwinds it."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare")
+    python = interpreter("3.13.0")
+    capture = tmp_path / "ns.prof"
+    profiler("record", "-o", capture, "--call-graph", "dwarf,32768", "--", "unshare", "-p", "-f", "-m",
+             "--mount-proc", "--propagation", "private", "sh", "-c",
+             f"mount -t tmpfs none /tmp && exec {python} -X perf_jit {STACKS} 0.2 - nofork")
+    stacks = python_stacks(profiler("export", "-i", capture, "--format", "folded", "-o", "-").stdout)
+    ours = {k: v for k, v in stacks.items() if in_fixture(k)}
+    assert sum(ours.values()) > 300
+    assert sum(v for k, v in ours.items() if complete(k)) >= 0.99 * sum(ours.values())
