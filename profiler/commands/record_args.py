@@ -145,6 +145,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(("--no-namespace-symbols",), "no_namespace_symbols",
            help="Do not pack the symbols of files only a container (another mount namespace) has, nor "
                 "namespaced JIT maps, at the end (packed by default: docs/containers.md)."),
+    Option(("--python-lines",), "python_lines",
+           help="Read the Python frames of the recorded CPython (3.11-3.13) processes' threads as the "
+                "ring buffers are drained, so reports show Python line numbers (docs/python.md)."),
 )
 
 
@@ -266,6 +269,7 @@ def options_from_cli(
     no_namespace_symbols: bool = False,
     all_cgroups: bool = False,
     cgroup: str | None = None,
+    python_lines: bool = False,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -313,6 +317,7 @@ def options_from_cli(
         namespace_symbols=not no_namespace_symbols,
         all_cgroups=all_cgroups,
         cgroup=cgroup,
+        python_lines=python_lines,
     )
     opts.validate()
     return opts

@@ -61,6 +61,7 @@ class RecordOptions(Frozen):
     namespace_symbols: bool = True  # pack namespace-only files and JIT maps at the end (docs/containers.md)
     all_cgroups: bool = False  # --all-cgroups: PERF_SAMPLE_CGROUP + PERF_RECORD_CGROUP, as perf
     cgroup: str | None = None  # -G/--cgroup PATH: only this cgroup's tasks, system-wide (record/cgroups.py)
+    python_lines: bool = False  # --python-lines: read Python processes' frames (record/pylines.py)
 
     _fields = (
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
@@ -68,7 +69,7 @@ class RecordOptions(Frozen):
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
         "switch_output", "switch_max_files", "max_size", "push",
         "overwrite", "snapshot_on", "archive_files", "off_cpu", "switch_events", "namespace_symbols",
-        "all_cgroups", "cgroup",
+        "all_cgroups", "cgroup", "python_lines",
     )
 
     def __init__(
@@ -109,6 +110,7 @@ class RecordOptions(Frozen):
         namespace_symbols: bool = True,
         all_cgroups: bool = False,
         cgroup: str | None = None,
+        python_lines: bool = False,
     ) -> None:
         self.command = command
         self.pids = pids
@@ -146,6 +148,7 @@ class RecordOptions(Frozen):
         self.namespace_symbols = namespace_symbols
         self.all_cgroups = all_cgroups
         self.cgroup = cgroup
+        self.python_lines = python_lines
 
     def validate(self) -> None:
         """Reject conflicting or impossible combinations with one sentence each."""

@@ -62,6 +62,7 @@ from profiler.report.groupread import member_samples, reads_group
 from profiler.report.model import StackSet
 from profiler.report.options import LoadOptions, on_sample_clock
 from profiler.report.profile import Profile, stack_profile
+from profiler.report.pylines import capture_reads
 from profiler.report.replay import ReplayResult, replay
 from profiler.report.tally import Tally, check_cpu_filter
 from profiler.report.tracepoints import event_payloads, filter_mask, parse_trace_filter
@@ -118,7 +119,8 @@ def needs_whole(options: LoadOptions, capture: Capture, index: int) -> bool:
     ev = capture.events.events[index]
     dwarf = options.callchains and has_user_stacks(ev.layout) and columns_for(capture.arch) is not None
     cgroups = bool(ev.layout.sample_type & PERF_SAMPLE_CGROUP)  # the tally keeps no cgroup column
-    return reads_group(ev) or dwarf or cgroups or options.payloads or bool(options.filters.trace)
+    lines = capture_reads(capture) is not None  # Python lines pair samples with reads by time (report/pylines.py)
+    return reads_group(ev) or dwarf or cgroups or options.payloads or bool(options.filters.trace) or lines
 
 
 def load_events(options: LoadOptions, warn: Warn, capture: Capture | None = None,
