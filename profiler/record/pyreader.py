@@ -27,6 +27,7 @@ MAX_DEPTH = 1024
 MAX_THREADS = 256
 MAX_STRING = 4096
 MAX_LINETABLE = 1 << 20
+PAGE = 4096  # the smallest page: a read within the page of a readable byte cannot fail
 _PTR = struct.Struct("=Q")
 _I32 = struct.Struct("=i")
 
@@ -71,6 +72,7 @@ class ProcessReader:
         self.codes: dict[int, tuple[int, int, int, int]] = {}  # address -> (id, firstlineno, table ptr, bytecode)
         self.new_codes: list[Code] = []
         self._next_id = next_id  # shared between processes: ids are the capture's
+        self._main = 0  # the main interpreter's address, once the runtime has one
 
     def _ptr(self, address: int) -> int:
         return int(_PTR.unpack(self.memory.read(address, 8))[0])
@@ -84,7 +86,8 @@ class ProcessReader:
     def threads(self) -> list[tuple[int, bytes]]:
         """The main interpreter's thread states: (address, their first bytes)."""
         o = self.off
-        interp = self._ptr(self.interp.runtime + o.interpreters_head)
+        interp = self._main or self._ptr(self.interp.runtime + o.interpreters_head)
+        self._main = interp  # the main interpreter stays where it is for the process's life
         out: list[tuple[int, bytes]] = []
         ts = self._ptr(interp + o.interp_threads_head) if interp else 0
         span = self._state_span()[1]
@@ -118,12 +121,18 @@ class ProcessReader:
             frame = self._ptr(frame + o.cframe_current_frame)
         chain: list[tuple[int, int]] = []  # (code object, instruction pointer)
         span = max(o.frame_code, o.frame_previous, o.frame_instr, o.frame_owner) + 8
+        lo, window = 0, b""
         while frame and len(chain) < MAX_DEPTH:
-            raw = self.memory.read(frame, span)
-            code = int(_PTR.unpack_from(raw, o.frame_code)[0])
-            if raw[o.frame_owner] != OWNED_BY_CSTACK and code:
-                chain.append((code, int(_PTR.unpack_from(raw, o.frame_instr)[0])))
-            frame = int(_PTR.unpack_from(raw, o.frame_previous)[0])
+            if not lo <= frame <= lo + len(window) - span:
+                # frames sit one after another in the thread's data stack, callers below their
+                # callees: one read of the frame and its page below it gives most of a chain
+                lo = frame & ~(PAGE - 1)
+                window = self.memory.read(lo, frame - lo + span)
+            at = frame - lo
+            code = int(_PTR.unpack_from(window, at + o.frame_code)[0])
+            if window[at + o.frame_owner] != OWNED_BY_CSTACK and code:
+                chain.append((code, int(_PTR.unpack_from(window, at + o.frame_instr)[0])))
+            frame = int(_PTR.unpack_from(window, at + o.frame_previous)[0])
         return tid, self._frames(chain)
 
     def _frames(self, chain: list[tuple[int, int]]) -> list[tuple[int, int]]:

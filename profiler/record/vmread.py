@@ -26,8 +26,8 @@ _readv.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.
 MAX_READ = 1 << 20  # one read never asks for more (a damaged length in the target's memory)
 
 
-SMALL = 4096  # reads up to this size go through one preallocated buffer
-MAX_VECTORS = 64  # reads in one read_many call (the kernel takes up to IOV_MAX, 1024)
+SMALL = 8192  # reads up to this size go through one preallocated buffer
+MAX_VECTORS = 32  # reads in one read_many call (the kernel takes up to IOV_MAX, 1024)
 
 
 class Memory:
