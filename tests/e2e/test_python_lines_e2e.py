@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "fixtures" / "python" / "lines.py"
 PYENV = Path("/root/.pyenv/versions")
 SECONDS = 4.0
-SHARE_TOLERANCE = 0.10  # of HOT_A's share among the two hot lines (about 200 reads: ±0.03 one sigma)
+SHARE_TOLERANCE = 0.12  # of HOT_A's share among the two hot lines (about 190 reads in leaf: ±0.033 one sigma)
 
 
 def python(version: str) -> str:
