@@ -10,7 +10,7 @@ drain loop is never held up for long and loses no samples. Each thread read is o
 records and the code objects first seen since the last flush are written as one metadata frame
 every :data:`FLUSH_RECORDS` records and at the end.
 
-The targets are the recorded command and the ``-p`` processes. A process whose interpreter is
+The targets are the recorded command and the ``-p`` processes (not their children). A process whose interpreter is
 not found within :data:`FIND_S` after recording starts (not CPython, or not yet started), or
 whose version the reader has no offsets for, gets one notice and no reads.
 """
@@ -54,6 +54,9 @@ class PythonLines:
         self.passes = 0
         self.threads_read = 0
         self._new_processes: list[dict[str, Any]] = []
+        self._processes: list[dict[str, Any]] = []  # every process found, and every code read:
+        self._codes: list[Code] = []  # a --switch-output file repeats them (its reads refer to them)
+        self._repeat = False
         self._clear()
 
     def _clear(self) -> None:
@@ -86,6 +89,7 @@ class PythonLines:
             self.readers.append(reader)
             self._new_processes.append({"pid": pid, "path": interp.path,
                                         "version": f"{interp.version[0]}.{interp.version[1]}"})
+            self._processes.append(self._new_processes[-1])
 
     def due_ms(self) -> int:
         """Milliseconds until the next read is due."""
@@ -158,13 +162,18 @@ class PythonLines:
         interpreter was not found yet are given up (one notice each)."""
         self._find(time.monotonic(), final=True)
         self._write(writer)
+        self._repeat = True  # a next file (--switch-output) starts with every process and code
 
     def _write(self, writer: CaptureWriter) -> None:
         """One ``python_lines`` metadata frame with what was read since the last one."""
         codes = self._take_codes()
-        if not len(self.times) and not codes and not self._new_processes:
+        self._codes.extend(codes)
+        processes = self._new_processes
+        if self._repeat:
+            codes, processes, self._repeat = list(self._codes), list(self._processes), False
+        if not len(self.times) and not codes and not processes:
             return
-        writer.write_meta(KIND, payload(self._new_processes, codes, self))
+        writer.write_meta(KIND, payload(processes, codes, self))
         self._new_processes = []
         self._clear()
 
@@ -200,4 +209,7 @@ def start_python_lines(opts: Any, child: Any, stderr: Any) -> PythonLines | None
     lines = PythonLines(opts.clockid, say)
     for pid in (*opts.pids, *(() if child is None else (child.pid,))):
         lines.add(pid)
+    if not lines.pending:
+        say("notice: --python-lines reads the recorded command and the -p processes: with -a or -t "
+            "there are none to read.")
     return lines

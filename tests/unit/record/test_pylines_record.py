@@ -48,3 +48,26 @@ def test_not_cpython_and_unknown_versions_get_one_notice() -> None:
         lines._find(1e18)  # past its deadline: given up
         proc.kill()
     assert len(said) == 1 and "not a CPython" in said[0] and not lines.pending and not lines.readers
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.metas: list[dict[str, object]] = []
+
+    def write_meta(self, kind: str, data: dict[str, object]) -> None:
+        assert kind == "python_lines"
+        self.metas.append(data)
+
+
+def test_every_file_of_a_switch_output_recording_declares_its_codes(target: subprocess.Popen[str]) -> None:
+    lines = PythonLines(1, lambda _: None)
+    lines.add(target.pid)
+    first, second = _Writer(), _Writer()
+    lines._find(0.0)
+    lines._read_pass(0.0)
+    lines.flush(first)  # type: ignore[arg-type]
+    lines._read_pass(0.0)  # nothing new to read: the codes are cached
+    lines.flush(second)  # type: ignore[arg-type]
+    codes = [len(m["codes"]) for m in (*first.metas, *second.metas)]  # type: ignore[arg-type]
+    assert codes[0] >= 5 and codes[0] == codes[1]
+    assert second.metas[0]["processes"] == first.metas[0]["processes"]
