@@ -1,21 +1,23 @@
 """Python line numbers in a profile (``record --python-lines``; docs/python.md).
 
 Each sample is paired with its thread's read nearest in time (:func:`pyreads.nearest_reads`,
-within :data:`MAX_GAP_NS`). A read comes a little after the sample (the reader runs when the
-ring buffers are drained): the line it saw is another draw from the same distribution, so
+within :data:`MAX_GAP_NS`). A read comes a little before or after the sample (the reader runs
+in the recorder's drain loop): the line it saw is another draw from the same distribution, so
 lines are right in their *shares*, not sample by sample (docs/python.md measures it).
 
 * The sample's Python frames — frames whose symbol is ``py::QUALNAME:FILENAME`` (CPython's
-  perf-map names, kind ``jit`` today) — agree with the read when they are, innermost first,
-  the read's innermost frames (qualname and filename each). Then every such frame gets the
+  perf-map names, kind ``jit``), or frames of kind ``python`` (qualname and file; see
+  :func:`python_key`) — agree with the read when they are, innermost first, the read's
+  innermost frames (qualname and filename each). Then every such frame gets the
   read's line as its source line (``FILE:LINE``), which ``--sort srcline``, script's
   ``srcline`` field and the exports' line fields show. (A stack unwound only to its first
   Python frame, as DWARF unwinding through 3.12 trampolines is today, agrees on that frame.)
   A sample whose Python frames disagree keeps them without a line and is counted.
 * A sample with no Python frame but an interpreter frame (``_PyEval_EvalFrameDefault``) —
   3.11, which has no perf trampolines; a 3.12+ process recorded with ``-p`` that was not
-  started with perf support — gets the read's frames inserted above its innermost such frame,
-  lines included: an approximate Python stack, which the header says.
+  started with perf support; 3.13's ``-X perf_jit`` code when the report cannot name it —
+  gets the read's frames inserted above its innermost such frame, lines included: an
+  approximate Python stack, which the header says.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy.typing as npt
 
 from profiler.format.pylinetable import NO_LINE
 from profiler.report.capture import Capture, metadata_of
+from profiler.report.model import FRAME_KINDS
 from profiler.report.profile import Profile, StackTable
 from profiler.report.pyreads import KIND, PyReads, load_reads, nearest_reads
 from profiler.report.resolver import FrameInfo
@@ -36,6 +39,7 @@ I64 = npt.NDArray[np.int64]
 PREFIX = "py::"
 EVAL = "_PyEval_EvalFrameDefault"
 READER_DSO = "[python]"
+PYTHON_KIND = "python"
 MAX_GAP_NS = 100_000_000
 
 
@@ -66,6 +70,23 @@ def python_frame(symbol: str | None) -> tuple[str, str] | None:
     return (qualname, filename) if sep else None
 
 
+def python_key(frame: FrameInfo) -> tuple[str, str] | None:
+    """(qualname, filename) of a Python frame: a ``py::`` JIT frame, or a frame of kind
+    ``python`` (its symbol the qualname, its DSO the file), as the report names them once
+    perf-map entries become Python frames."""
+    if frame.kind == PYTHON_KIND:
+        return (frame.symbol or "", frame.dso_path)
+    return python_frame(frame.symbol)
+
+
+def reader_frame(qualname: str, filename: str) -> FrameInfo:
+    """A frame for a Python function only the reader saw, named as the report names the
+    perf-map's: kind ``python`` where the frame model has it, else a ``py::`` JIT frame."""
+    if PYTHON_KIND in FRAME_KINDS:
+        return FrameInfo(qualname, filename, filename, PYTHON_KIND)
+    return FrameInfo(f"{PREFIX}{qualname}:{filename}", READER_DSO, READER_DSO, "jit")
+
+
 class _Builder:
     """The new stack table: one stack per distinct (old stack, frame and line choice)."""
 
@@ -84,7 +105,7 @@ class _Builder:
         if found is None:
             found = []
             for e in range(int(self.t.start[k]), int(self.t.start[k + 1])):
-                key = python_frame(self.p.frames[int(self.t.frames[e])].symbol)
+                key = python_key(self.p.frames[int(self.t.frames[e])])
                 if key is not None:
                     found.append((e, key))
             self._py[k] = found
@@ -135,8 +156,7 @@ class _Builder:
         self.stats.inserted += count
         self.stats.agreed += count
         frames = self.p.frames
-        return tuple((at, self._line_id(f, line), frames.intern(FrameInfo(f"{PREFIX}{q}:{f}", READER_DSO, READER_DSO,
-                                                                         "jit"))) for q, f, line in read)
+        return tuple((at, self._line_id(f, line), frames.intern(reader_frame(q, f))) for q, f, line in read)
 
     def _eval_entry(self, k: int) -> int:
         """The innermost ``_PyEval_EvalFrameDefault`` entry of stack ``k`` (-1: none)."""

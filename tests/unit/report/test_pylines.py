@@ -107,3 +107,14 @@ def test_a_capture_with_damaged_python_lines_is_reported(tmp_path: Path) -> None
         assert_clean(rc, err, rss)
         assert rc == 0 and "damaged python_lines metadata frame" in err, err
     assert struct.calcsize("<I") == 4
+
+
+def test_python_frames_are_matched_in_both_namings() -> None:
+    from profiler.report.pylines import python_key, reader_frame
+    from profiler.report.resolver import FrameInfo
+
+    assert python_key(FrameInfo("py::Box.run:/app/x.py", "perf-1.map", "/tmp/perf-1.map", "jit")) == ("Box.run",
+                                                                                                      "/app/x.py")
+    assert python_key(FrameInfo("Box.run", "/app/x.py", "/app/x.py", "python")) == ("Box.run", "/app/x.py")
+    assert python_key(FrameInfo("leaf", "libc.so.6", "/lib/libc.so.6", "user")) is None
+    assert python_key(reader_frame("leaf", "/app/x.py")) == ("leaf", "/app/x.py")
