@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed
 # COUNT mutations; failures saved under out/fuzz-failures). The suite runs a short fixed-seed one.
 COUNT ?= 20000
 
-.PHONY: fuzz demo test check venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-lost bench-debuginfod bench-scale bench-diff bench-flight bench-offcpu bench-view bench-containers bench-pylines clean
+.PHONY: fuzz demo test check venv fixtures browser-deps debuginfod-deps lint typecheck bench bench-decode bench-record bench-report bench-flamegraph bench-symtab bench-names bench-demangle bench-srcline bench-dwarf bench-export go-deps proto bench-stat bench-lost bench-debuginfod bench-scale bench-diff bench-flight bench-offcpu bench-view bench-containers clean
 
 venv: $(STAMP)
 
@@ -97,7 +97,7 @@ fuzz: venv
 typecheck: venv
 	$(PY) -m mypy profiler
 
-bench: bench-lost bench-decode bench-record bench-report bench-scale bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export bench-stat bench-debuginfod bench-diff bench-offcpu bench-flight bench-view bench-containers bench-pylines
+bench: bench-lost bench-decode bench-record bench-report bench-scale bench-flamegraph bench-symtab bench-archive bench-names bench-demangle bench-srcline bench-dwarf bench-export bench-stat bench-debuginfod bench-diff bench-offcpu bench-flight bench-view bench-containers
 
 bench-lost: venv fixtures
 	$(PY) benchmarks/bench_lost.py
@@ -117,7 +117,9 @@ bench-flight: venv fixtures
 bench-offcpu: venv fixtures
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_offcpu.py
 
-# record --python-lines: the reader's cost to the recorder (docs/python.md)
+# record --python-lines: the reader's cost to the recorder (docs/python-lines.md)
+.PHONY: bench-pylines
+bench: bench-pylines
 bench-pylines: venv
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_pylines.py
 

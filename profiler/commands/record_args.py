@@ -147,7 +147,7 @@ OPTIONS: tuple[Option, ...] = (
                 "namespaced JIT maps, at the end (packed by default: docs/containers.md)."),
     Option(("--python-lines",), "python_lines",
            help="Read the Python frames of the recorded CPython (3.11-3.13) processes' threads as the "
-                "ring buffers are drained, so reports show Python line numbers (docs/python.md)."),
+                "ring buffers are drained, so reports show Python line numbers (docs/python-lines.md)."),
 )
 
 
@@ -267,9 +267,9 @@ def options_from_cli(
     off_cpu: bool = False,
     switch_events: bool = False,
     no_namespace_symbols: bool = False,
+    python_lines: bool = False,
     all_cgroups: bool = False,
     cgroup: str | None = None,
-    python_lines: bool = False,
 ) -> RecordOptions:
     cpus = cpu_list_option(cpu)
     pids, tids = id_list_option(pid, "-p"), id_list_option(tid, "-t")
@@ -315,9 +315,9 @@ def options_from_cli(
         off_cpu=off_cpu,
         switch_events=switch_events,
         namespace_symbols=not no_namespace_symbols,
+        python_lines=python_lines,
         all_cgroups=all_cgroups,
         cgroup=cgroup,
-        python_lines=python_lines,
     )
     opts.validate()
     return opts

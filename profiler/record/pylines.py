@@ -1,5 +1,5 @@
 """``record --python-lines``: the Python reader run from the drain loop, its records packed
-as ``python_lines`` metadata (docs/format.md, docs/python.md).
+as ``python_lines`` metadata (docs/format.md, docs/python-lines.md).
 
 In the drain loop (``profiler/record/recorder.py``'s ``_loop``, through :meth:`PythonLines.wait_and_drain`:
 the loop's waits and drains are unchanged), every :data:`READ_INTERVAL_S`, every known CPython
@@ -28,8 +28,17 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from typing import Protocol
+
     from profiler.format.container.writer import CaptureWriter
-    from profiler.record.session import Session
+
+    class Session(Protocol):
+        """What the reader needs of ``profiler/record/session.py``'s Session (which imports this
+        module: no import back)."""
+
+        def wait(self, timeout_ms: int) -> list[int]: ...
+
+        def drain(self, writer: CaptureWriter) -> int: ...
 
 KIND = "python_lines"
 VERSION = 1

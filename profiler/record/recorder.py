@@ -41,7 +41,6 @@ from profiler.record.session import OpenedEvent, Session
 from profiler.record.rotate import Totals, carry_sideband, process_tree, rotation_for, summed
 from profiler.record.packing import write_mapped_metadata
 from profiler.record.perf_event import drain_scheduling
-from profiler.record.pylines import PythonLines, start_python_lines
 from profiler.record.stopper import Stopper, installed
 from profiler.record.target import Child, Thread, threads_by_id, threads_of_processes
 
@@ -390,11 +389,7 @@ class Recorder:
                 timeout = max(0, min(POLL_MS, int((deadline - time.monotonic()) * 1000) + 1))
             if self.rotation is not None:
                 timeout = min(timeout, self.rotation.wait_ms() or timeout)
-            if self.pylines is None:
-                ready = self.session.wait(timeout)
-                self.session.drain(writer)
-            else:  # the same waits and drains, Python stacks read meanwhile (record/pylines.py)
-                ready = self.pylines.wait_and_drain(self.session, writer, timeout)
+            ready = self.session.wait_and_drain(writer, timeout)
             if self.rotation is not None and self.rotation.due(writer.bytes_written, stopper.switch_requested):
                 stopper.switch_requested = False
                 writer = self._switch(writer)
@@ -508,8 +503,7 @@ class Recorder:
     def _close_file(self, writer: CaptureWriter, started: float) -> None:
         """The closing metadata of one capture file (build-ids, kernel symbols, lost, stats)."""
         stats = self.session.stats
-        if self.pylines is not None:
-            self.pylines.flush(writer)
+        self.session.flush_python_lines(writer)  # --python-lines (record/pylines.py)
         write_mapped_metadata(writer, stats.mapped, self.opts.dwarf_stack_size is not None, self.opts.namespace_symbols)
         self._kernel_symbols(writer)
         writer.write_meta("lost", {"per_cpu": dict(stats.lost_per_cpu)})
@@ -547,7 +541,6 @@ class Recorder:
             self.session.close()
 
     _released = False
-    pylines: PythonLines | None = None  # --python-lines (profiler/record/pylines.py)
     _kernel_build_id: str | None = None
     _kallsyms_head: kallsyms.Head | None = None
 
@@ -648,7 +641,7 @@ class Recorder:
             self.child.release()
             stopper.attach(self.child)
         self._synthesize(writer, text_address, modules_text)
-        self.pylines = start_python_lines(self.opts, self.child if self.command_is_target else None, self.stderr)
+        self.session.start_python_lines(self.opts, self.child if self.command_is_target else None, self.stderr)
         try:
             with drain_scheduling(DRAIN_SLICE_NS, DRAIN_NICE_BOOST):
                 self._loop(writer, stopper)

@@ -114,13 +114,12 @@ def on_capture_clock(options: LoadOptions, capture: Capture) -> LoadOptions:
 
 def needs_whole(options: LoadOptions, capture: Capture, index: int) -> bool:
     """Whether event ``index`` must be decoded whole (see the module docstring)."""
-    if capture.is_pseudo(index):
+    if capture.is_pseudo(index) or capture_reads(capture) is not None:  # Python lines: by time (report/pylines.py)
         return True
     ev = capture.events.events[index]
     dwarf = options.callchains and has_user_stacks(ev.layout) and columns_for(capture.arch) is not None
     cgroups = bool(ev.layout.sample_type & PERF_SAMPLE_CGROUP)  # the tally keeps no cgroup column
-    lines = capture_reads(capture) is not None  # Python lines pair samples with reads by time (report/pylines.py)
-    return reads_group(ev) or dwarf or cgroups or options.payloads or bool(options.filters.trace) or lines
+    return reads_group(ev) or dwarf or cgroups or options.payloads or bool(options.filters.trace)
 
 
 def load_events(options: LoadOptions, warn: Warn, capture: Capture | None = None,
