@@ -24,7 +24,7 @@ import pytest
 
 from profiler.report.options import LoadOptions
 from profiler.report.pipeline import load_profile
-from profiler.report.pylines import python_frame
+from profiler.report.pylines import python_key
 
 pytestmark = pytest.mark.e2e
 
@@ -53,18 +53,19 @@ def record(tmp_path: Path, argv: list[str]) -> tuple[Path, str]:
 
 
 def leaf_lines(capture: Path) -> tuple[Counter[str | None], list[str], list[tuple[str, ...]]]:
-    """Per source line of py::leaf frames, their samples; the header notes; the Python frames
-    (innermost first) of the stacks through leaf."""
+    """Per source line of leaf's frames (``py::leaf:FILE`` or a Python frame ``leaf``), their
+    samples; the header notes; the Python frames (innermost first) of the stacks through leaf."""
     p = load_profile(LoadOptions(input=str(capture)))
     t = p.stack_table
     per_stack = np.bincount(p.stack, minlength=p.num_stacks)
     lines: Counter[str | None] = Counter()
     stacks = []
     for k in range(p.num_stacks):
-        names = [p.frames[int(t.frames[e])].symbol or "" for e in range(t.start[k], t.start[k + 1])]
-        py = tuple(f[0] for n in names if (f := python_frame(n)) is not None)
+        keys = [python_key(p.frames[int(t.frames[e])]) for e in range(t.start[k], t.start[k + 1])]
+        py = tuple(key[0] for key in keys if key is not None)
         for e in range(t.start[k], t.start[k + 1]):
-            if names[e - t.start[k]].startswith("py::leaf:"):
+            key = keys[e - t.start[k]]
+            if key is not None and key[0] == "leaf":
                 srcline = int(t.srclines[e]) if t.srclines is not None else -1
                 lines[p.srclines[srcline] if srcline >= 0 else None] += int(per_stack[k])
                 stacks.append(py)
