@@ -120,6 +120,12 @@ bench-flight: venv fixtures
 bench-offcpu: venv fixtures
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_offcpu.py
 
+# record --python-lines: the reader's cost to the recorder (docs/python-lines.md)
+.PHONY: bench-pylines
+bench: bench-pylines
+bench-pylines: venv
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_pylines.py
+
 bench-diff: venv fixtures
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_diff.py
 

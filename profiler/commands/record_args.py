@@ -154,6 +154,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(("--no-namespace-symbols",), "no_namespace_symbols",
            help="Do not pack the symbols of files only a container (another mount namespace) has, nor "
                 "namespaced JIT maps, at the end (packed by default: docs/containers.md)."),
+    Option(("--python-lines",), "python_lines",
+           help="Read the Python frames of the recorded CPython (3.11-3.13) processes' threads as the "
+                "ring buffers are drained, so reports show Python line numbers (docs/python-lines.md)."),
 )
 
 
@@ -273,6 +276,7 @@ def options_from_cli(
     off_cpu: bool = False,
     switch_events: bool = False,
     no_namespace_symbols: bool = False,
+    python_lines: bool = False,
     all_cgroups: bool = False,
     cgroup: str | None = None,
     python: str = "auto",
@@ -330,6 +334,7 @@ def options_from_cli(
         off_cpu=off_cpu,
         switch_events=switch_events,
         namespace_symbols=not no_namespace_symbols,
+        python_lines=python_lines,
         all_cgroups=all_cgroups,
         cgroup=cgroup,
         python=python,

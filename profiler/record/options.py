@@ -52,6 +52,7 @@ class RecordOptions(Frozen):
     switch_output: str | None = None  # --switch-output: signal, SIZE or TIME (profiler/record/rotate.py)
     switch_max_files: int | None = None
     max_size: str | None = None  # --max-size: the rotated files' total
+    python_lines: bool = False  # --python-lines: read Python processes' frames (record/pylines.py)
     push: tuple[str, ...] = ()  # --push: `profiler push FILE`'s destination and header options
     overwrite: bool = False  # --overwrite: the flight recorder (profiler/record/flight.py)
     archive_files: bool = False  # --archive with --switch-output: each file archived as it is finished
@@ -68,7 +69,7 @@ class RecordOptions(Frozen):
         "command", "pids", "tids", "system_wide", "cpus", "duration", "events", "freq", "period", "callgraph",
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
-        "switch_output", "switch_max_files", "max_size", "push",
+        "switch_output", "switch_max_files", "max_size", "python_lines", "push",
         "overwrite", "snapshot_on", "archive_files", "off_cpu", "switch_events", "namespace_symbols",
         "all_cgroups", "cgroup", "python", "namespaces",
     )
@@ -102,6 +103,7 @@ class RecordOptions(Frozen):
         switch_output: str | None = None,
         switch_max_files: int | None = None,
         max_size: str | None = None,
+        python_lines: bool = False,
         push: tuple[str, ...] = (),
         overwrite: bool = False,
         snapshot_on: str | None = None,
@@ -141,6 +143,7 @@ class RecordOptions(Frozen):
         self.switch_output = switch_output
         self.switch_max_files = switch_max_files
         self.max_size = max_size
+        self.python_lines = python_lines
         self.push = push
         self.overwrite = overwrite
         self.snapshot_on = snapshot_on

@@ -394,8 +394,7 @@ class Recorder:
                 timeout = max(0, min(POLL_MS, int((deadline - time.monotonic()) * 1000) + 1))
             if self.rotation is not None:
                 timeout = min(timeout, self.rotation.wait_ms() or timeout)
-            ready = self.session.wait(timeout)
-            self.session.drain(writer)
+            ready = self.session.wait_and_drain(writer, timeout)
             if self.rotation is not None and self.rotation.due(writer.bytes_written, stopper.switch_requested):
                 stopper.switch_requested = False
                 writer = self._switch(writer)
@@ -509,6 +508,7 @@ class Recorder:
     def _close_file(self, writer: CaptureWriter, started: float) -> None:
         """The closing metadata of one capture file (build-ids, kernel symbols, lost, stats)."""
         stats = self.session.stats
+        self.session.flush_python_lines(writer)  # --python-lines (record/pylines.py)
         write_mapped_metadata(writer, stats.mapped, self.opts.dwarf_stack_size is not None, self.opts.namespace_symbols)
         self._kernel_symbols(writer)
         writer.write_meta("lost", {"per_cpu": dict(stats.lost_per_cpu)})
@@ -647,6 +647,7 @@ class Recorder:
             self.child.release()
             stopper.attach(self.child)
         self._synthesize(writer, text_address, modules_text)
+        self.session.start_python_lines(self.opts, self.child if self.command_is_target else None, self.stderr)
         try:
             with drain_scheduling(DRAIN_SLICE_NS, DRAIN_NICE_BOOST):
                 self._loop(writer, stopper)

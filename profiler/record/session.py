@@ -34,6 +34,12 @@ from profiler.record.perfmaps import is_jit_memory
 from profiler.record.ringbuf import RingBuffer
 from profiler.value import Value
 
+TYPE_CHECKING = False  # typing costs every recording ~5 ms of start-up (profiler/value.py)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from profiler.record.pylines import PythonLines
+
 _HDR = struct.Struct("=IHH")
 _U64 = struct.Struct("=Q")
 _MMAP2_FILENAME = 8 + 64  # header + pid/tid/addr/len/pgoff/union(24)/prot/flags
@@ -294,6 +300,7 @@ class Session:
         self.overwrite = False  # --overwrite: backward buffers, read only for snapshots (record/flight.py)
         self.side: dict[int, tuple[int, mmap.mmap, RingBuffer]] = {}  # --overwrite: cpu -> side-band ring
         self.cgroup_fd: int | None = None  # -G: system-wide events count only this group (record/cgroups.py)
+        self.pylines: PythonLines | None = None  # --python-lines: reads between the waits (record/pylines.py)
 
     # opening -------------------------------------------------------------------------------
 
@@ -388,6 +395,28 @@ class Session:
     @property
     def all_hung_up(self) -> bool:
         return bool(self.fds) and not self._live
+
+    def wait_and_drain(self, writer: CaptureWriter, timeout_ms: int) -> list[int]:
+        """One step of the drain loop: :meth:`wait`, then :meth:`drain`; with --python-lines
+        the same waits and drains, the Python reader running between them. Returns ready fds."""
+        if self.pylines is not None:
+            return self.pylines.wait_and_drain(self, writer, timeout_ms)
+        ready = self.wait(timeout_ms)
+        self.drain(writer)
+        return ready
+
+    def start_python_lines(self, opts: Any, child: Any, stderr: Any) -> None:
+        """--python-lines: the reader of the command (``child``, when it is the target) and the
+        ``-p`` processes (its modules imported only then)."""
+        if getattr(opts, "python_lines", False):
+            from profiler.record.pylines import start_python_lines
+
+            self.pylines = start_python_lines(opts, child, stderr)
+
+    def flush_python_lines(self, writer: CaptureWriter) -> None:
+        """The end of a capture file: the reads not written yet."""
+        if self.pylines is not None:
+            self.pylines.flush(writer)
 
     def drain(self, writer: CaptureWriter) -> int:
         """One pass over every ring buffer: a RAW frame per buffer with data and a ROUND

@@ -169,6 +169,7 @@ def aggregate(profile: Profile, sort: tuple[str, ...], children: bool,
     if profile.unwind is not None:
         flat.unwind_lines = profile.unwind.header_lines()
         flat.unwind = profile.unwind.to_dict()
+    flat.unwind_lines = [*flat.unwind_lines, *profile.header_notes]
     if keep_stacks:
         _attach_stacks(flat, [keys[i] for i in order_keys], contrib_cols, contrib_w, contrib_stack)
     return flat

@@ -25,6 +25,7 @@ from profiler.format.tracepoint import TraceFormat
 from profiler.report.capture import Capture
 from profiler.report.options import Filters, LoadOptions, time_mask
 from profiler.report.profile import Profile
+from profiler.report.pylines import with_python_lines
 from profiler.report.replay import ReplayState
 from profiler.report.resolver import SymbolResolver
 from profiler.report.stacks import dedupe_stacks, filter_by_leaf, resolve_stacks
@@ -157,6 +158,7 @@ def assemble(options: LoadOptions, capture: Capture, event: int, rows: Selected,
         from profiler.report.offcpu import add_state_roots
 
         profile = add_state_roots(profile, root_frames)
+    profile = with_python_lines(profile, capture)  # record --python-lines (report/pylines.py)
     f = options.filters
     return filter_by_leaf(profile, f) if f.dsos or f.symbols else profile
 

@@ -62,6 +62,7 @@ from profiler.report.groupread import member_samples, reads_group
 from profiler.report.model import StackSet
 from profiler.report.options import LoadOptions, on_sample_clock
 from profiler.report.profile import Profile, stack_profile
+from profiler.report.pylines import capture_reads
 from profiler.report.replay import ReplayResult, replay
 from profiler.report.tally import Tally, check_cpu_filter
 from profiler.report.tracepoints import event_payloads, filter_mask, parse_trace_filter
@@ -113,7 +114,7 @@ def on_capture_clock(options: LoadOptions, capture: Capture) -> LoadOptions:
 
 def needs_whole(options: LoadOptions, capture: Capture, index: int) -> bool:
     """Whether event ``index`` must be decoded whole (see the module docstring)."""
-    if capture.is_pseudo(index):
+    if capture.is_pseudo(index) or capture_reads(capture) is not None:  # Python lines: by time (report/pylines.py)
         return True
     ev = capture.events.events[index]
     dwarf = options.callchains and has_user_stacks(ev.layout) and columns_for(capture.arch) is not None

@@ -97,6 +97,7 @@ class Profile:
     raw: npt.NDArray[Any] | None = None  # per sample: PERF_SAMPLE_RAW bytes (LoadOptions.payloads)
     byte_order: str = "little"
     unwind: UnwindStats | None = None  # set when the event's stacks were unwound from DWARF CFI
+    header_notes: list[str] = field(default_factory=list)  # more report header lines (Python lines)
     build_ids: dict[str, str] = field(default_factory=dict)  # DSO path -> recorded build-id
     # per row of ``samples``, how many samples it stands for: set when the capture was folded
     # into distinct rows (``profiler.report.tally``; rows in the time order of their last

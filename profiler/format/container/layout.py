@@ -17,7 +17,7 @@ import struct
 
 # The metadata kinds this reader uses (docs/format.md); a frame of another kind is skipped.
 KNOWN_META_KINDS = frozenset({"buildids", "kallsyms", "kernel", "lost", "modules", "stats", "tracepoint_formats",
-                              "vdso", "unwind", "symbols"})
+                              "vdso", "unwind", "symbols", "python_lines"})
 
 MAGIC = b"\x7fPROFCAP"
 STDOUT = "-"  # the output path that means standard output, as in perf record -o -
