@@ -1,4 +1,4 @@
-"""``record --python-lines``: what the Python reader costs the recorder (docs/python-lines.md).
+"""``record --python-lines``: what the Python reader costs the recorder (docs/python.md).
 
 fixtures/python/lines.py (main → mid → leaf, one thread) under pyenv's CPython 3.12 with ``-X
 perf``, recorded with ``-g`` at the default rate, alternately without and with

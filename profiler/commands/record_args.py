@@ -156,7 +156,7 @@ OPTIONS: tuple[Option, ...] = (
                 "namespaced JIT maps, at the end (packed by default: docs/containers.md)."),
     Option(("--python-lines",), "python_lines",
            help="Read the Python frames of the recorded CPython (3.11-3.13) processes' threads as the "
-                "ring buffers are drained, so reports show Python line numbers (docs/python-lines.md)."),
+                "ring buffers are drained, so reports show Python line numbers (docs/python.md)."),
 )
 
 

@@ -1,5 +1,5 @@
 """``record --python-lines``: the Python reader run from the drain loop, its records packed
-as ``python_lines`` metadata (docs/format.md, docs/python-lines.md).
+as ``python_lines`` metadata (docs/format.md, docs/python.md).
 
 In the drain loop (``profiler/record/recorder.py``'s ``_loop``, through :meth:`PythonLines.wait_and_drain`:
 the loop's waits and drains are unchanged), every :data:`READ_INTERVAL_S`, every known CPython

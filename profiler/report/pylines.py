@@ -1,9 +1,9 @@
-"""Python line numbers in a profile (``record --python-lines``; docs/python-lines.md).
+"""Python line numbers in a profile (``record --python-lines``; docs/python.md).
 
 Each sample is paired with its thread's read nearest in time (:func:`pyreads.nearest_reads`,
 within :data:`MAX_GAP_NS`). A read comes a little before or after the sample (the reader runs
 in the recorder's drain loop): the line it saw is another draw from the same distribution, so
-lines are right in their *shares*, not sample by sample (docs/python-lines.md measures it).
+lines are right in their *shares*, not sample by sample (docs/python.md measures it).
 
 * The sample's Python frames — frames whose symbol is ``py::QUALNAME:FILENAME`` (CPython's
   perf-map names, kind ``jit``), or frames of kind ``python`` (qualname and file; see

@@ -2,7 +2,7 @@
 
 Each metadata frame holds the code objects first seen since the previous one and a batch of
 reads: per thread read, its time (sample clock), pid, tid, and its Python frames innermost
-first as (code id, byte offset into the bytecode). See docs/format.md and docs/python-lines.md.
+first as (code id, byte offset into the bytecode). See docs/format.md and docs/python.md.
 
 A capture is untrusted: a frame whose arrays do not fit together (lengths, offsets that go
 back or past the end, code ids no frame declared) is skipped whole with one warning; a code
