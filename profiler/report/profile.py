@@ -98,6 +98,8 @@ class Profile:
     byte_order: str = "little"
     unwind: UnwindStats | None = None  # set when the event's stacks were unwound from DWARF CFI
     header_notes: list[str] = field(default_factory=list)  # more report header lines (Python lines)
+    # (qualname, file) -> the line a Python function starts at (its code object's, --python-lines)
+    python_first_lines: dict[tuple[str, str], int] = field(default_factory=dict)
     build_ids: dict[str, str] = field(default_factory=dict)  # DSO path -> recorded build-id
     # per row of ``samples``, how many samples it stands for: set when the capture was folded
     # into distinct rows (``profiler.report.tally``; rows in the time order of their last
@@ -272,9 +274,12 @@ class Profile:
 
     def function_line(self, entry: int) -> int | None:
         """The line a stack entry's function starts at: DWARF's line of the symbol's first
-        instruction (None for inlined functions, code without lines, kernel and JIT code)."""
+        instruction (None for inlined functions, code without lines, kernel and JIT code); a
+        Python function's from its code object when the capture has ``--python-lines`` reads."""
         t = self.stack_table
         f = self.frames[int(t.frames[entry])]
+        if f.kind == "python" and f.symbol is not None:
+            return self.python_first_lines.get((f.symbol, f.dso_path))
         if f.inlined or f.symbol is None or f.kind != "user" or self.resolver is None:
             return None
         start = int(t.shown[entry]) - int(t.offsets[entry])

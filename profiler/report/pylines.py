@@ -238,6 +238,8 @@ def with_python_lines(profile: Profile, capture: Capture) -> Profile:
         return profile
     stats = attach_lines(profile, reads)
     profile.warnings.extend(stats.warnings)
+    profile.python_first_lines = {(c.qualname, c.filename): c.firstlineno for c in reads.codes.values()
+                                  if c.firstlineno > 0}
     if len(reads):
         profile.header_notes.extend(stats.header_lines())
     return profile

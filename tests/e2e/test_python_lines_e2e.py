@@ -73,6 +73,12 @@ def leaf_lines(capture: Path) -> tuple[Counter[str | None], list[str], list[tupl
     return lines, p.header_notes, stacks
 
 
+def first_line_of(function: str) -> int:
+    """The line of ``def function`` in the fixture (what its code object's co_firstlineno says)."""
+    return next(n for n, text in enumerate(FIXTURE.read_text().splitlines(), 1)
+                if text.startswith(f"def {function}("))
+
+
 def check_lines(capture: Path, truth_path: Path) -> tuple[list[str], list[tuple[str, ...]]]:
     truth = json.loads(truth_path.read_text())
     lines, notes, stacks = leaf_lines(capture)
@@ -91,7 +97,8 @@ def check_lines(capture: Path, truth_path: Path) -> tuple[list[str], list[tuple[
     return notes, stacks
 
 
-@pytest.mark.parametrize("version, flags", [("3.12.1", ["-X", "perf"]), ("3.13.0", ["-X", "perf"])])
+@pytest.mark.parametrize("version, flags", [("3.12.1", ["-X", "perf"]), ("3.13.0", ["-X", "perf"]),
+                                           ("3.13.0", ["-X", "perf_jit"])])
 def test_lines_on_perf_trampolines(version: str, flags: list[str], tmp_path: Path, require_perf: None) -> None:
     truth = tmp_path / "truth.json"
     capture, _ = record(tmp_path, ["--", python(version), *flags, str(FIXTURE), str(SECONDS), str(truth)])
@@ -99,12 +106,28 @@ def test_lines_on_perf_trampolines(version: str, flags: list[str], tmp_path: Pat
     inserted = int(notes[1].split()[4]) if len(notes) > 1 else 0  # "# Python stacks of N samples ..."
     assert inserted < 100, notes  # the reader's frames alone only where no trampoline ran (start-up)
     assert all(s[0] == "leaf" for s in stacks)
+    # the unwound Python stack is whole, and each function has its first line (pprof's start_line)
+    assert Counter(stacks).most_common(1)[0][0] == ("leaf", "mid", "main", "<module>")
+    p = load_profile(LoadOptions(input=str(capture)))
+    assert ("leaf", str(FIXTURE)) in p.python_first_lines
+    assert p.python_first_lines[("leaf", str(FIXTURE))] == first_line_of("leaf")
+    out = tmp_path / "p.pb.gz"
+    subprocess.run([sys.executable, "-m", "profiler", "export", "-i", str(capture), "--format", "pprof", "-o",
+                    str(out)], check=True, capture_output=True, timeout=120)
+    import gzip
+
+    from profiler.report.render.proto import profile_pb2  # type: ignore[attr-defined]
+
+    prof = profile_pb2.Profile.FromString(gzip.decompress(out.read_bytes()))
+    starts = {prof.string_table[f.name]: f.start_line for f in prof.function
+              if prof.string_table[f.filename] == str(FIXTURE)}
+    assert starts.get("leaf") == first_line_of("leaf") and starts.get("mid") == first_line_of("mid")
 
 
-@pytest.mark.parametrize("version, flags", [("3.11.7", []), ("3.13.0", ["-X", "perf_jit"])])
+@pytest.mark.parametrize("version, flags", [("3.11.7", [])])
 def test_the_reader_alone_gives_the_python_stack(version: str, flags: list[str], tmp_path: Path,
                                                  require_perf: None) -> None:
-    """3.11 has no trampolines; 3.13's jitdump code is not named by today's report."""
+    """3.11 has no trampolines: the reader's frames are the Python stack."""
     truth = tmp_path / "truth.json"
     capture, _ = record(tmp_path, ["--", python(version), *flags, str(FIXTURE), str(SECONDS), str(truth)])
     notes, stacks = check_lines(capture, truth)
