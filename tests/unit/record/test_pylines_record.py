@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from profiler.record.pylines import PythonLines, payload
-from tests.unit.record.test_pyreader import TARGET, interpreters
+from tests.unit.record.test_pyreader import interpreters, started_target
 
 
 @pytest.fixture
@@ -18,15 +18,7 @@ def target(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     exe = next((e for e in interpreters() if Path(e).exists()), None)
     if exe is None:
         pytest.skip("no pyenv CPython 3.11-3.13 here")
-    script = tmp_path / "target.py"
-    script.write_text(TARGET)
-    proc = subprocess.Popen([exe, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
+    yield from started_target(exe, tmp_path)
 
 
 def test_the_recorder_side_packs_reads(target: subprocess.Popen[str]) -> None:

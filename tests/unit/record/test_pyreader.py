@@ -65,6 +65,11 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[subproces
         if os.environ.get("REQUIRE_PERF") == "1":
             pytest.fail(f"REQUIRE_PERF=1 but {exe} is missing")
         pytest.skip("no pyenv CPython 3.11-3.13 here")
+    yield from started_target(exe, tmp_path)
+
+
+def started_target(exe: str, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """TARGET running under ``exe``, once it says it is ready; killed afterwards."""
     script = tmp_path / "target.py"
     script.write_text(TARGET)
     proc = subprocess.Popen([exe, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
