@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -266,9 +267,15 @@ def test_a_jitdump_in_a_pid_namespace_with_its_own_tmp(require_perf: None, tmp_p
         pytest.skip("needs root and unshare")
     python = interpreter("3.13.0")
     capture = tmp_path / "ns.prof"
-    profiler("record", "-o", capture, "--call-graph", "dwarf,32768", "--", "unshare", "-p", "-f", "-m",
-             "--mount-proc", "--propagation", "private", "sh", "-c",
-             f"mount -t tmpfs none /tmp && exec {python} -X perf_jit {STACKS} 0.2 - nofork")
+    outside = Path(tempfile.mkdtemp(prefix="profiler-py-", dir="/var/tmp"))  # the namespace hides /tmp
+    try:
+        script = outside / STACKS.name
+        shutil.copy(STACKS, script)
+        profiler("record", "-o", capture, "--call-graph", "dwarf,32768", "--", "unshare", "-p", "-f", "-m",
+                 "--mount-proc", "--propagation", "private", "sh", "-c",
+                 f"mount -t tmpfs none /tmp && exec {python} -X perf_jit {script} 0.2 - nofork")
+    finally:
+        shutil.rmtree(outside)
     stacks = python_stacks(profiler("export", "-i", capture, "--format", "folded", "-o", "-").stdout)
     ours = {k: v for k, v in stacks.items() if in_fixture(k)}
     assert sum(ours.values()) > 300
