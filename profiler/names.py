@@ -6,3 +6,4 @@ UNKNOWN = "[unknown]"  # a frame no symbol names, a DSO no map covers, a comm ne
 KERNEL_DSO = "[kernel.kallsyms]"  # the kernel image (perf's name; modules keep their own)
 GUEST_KERNEL_DSO = "[guest.kernel.kallsyms]"
 VDSO = "[vdso]"  # the kernel's shared object mapped into every process
+PYTHON_PREFIX = "py::"  # CPython's perf support names its trampolines py::QUALNAME:FILE (docs/python.md)

@@ -33,6 +33,7 @@ from profiler.names import KERNEL_DSO
 
 if TYPE_CHECKING:
     from profiler.report.unwind_samples import UnwindStats
+    from profiler.symbols.sources import SymbolSources
 
 I64 = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
@@ -102,18 +103,33 @@ def entry_mask(pid: Ints, tid: Ints, comm: Ints, comm_names: Sequence[str], f: F
     return mask
 
 
+def symbol_chain(capture: Capture, options: LoadOptions) -> SymbolSources:
+    """The capture's offline symbol-source chain for these options, made once per capture: the
+    DWARF unwinder asks it for JIT code before the resolver names frames with it, and each
+    process's perf map and jitdump are then read and parsed once."""
+    from profiler.symbols.debuginfod import DebuginfodClient
+    from profiler.symbols.sources import SymbolSources
+
+    key = "symbol_chain " + repr((options.symfs, options.debug_dirs, options.kallsyms, options.perf_map_dir,
+                                  options.debuginfod, options.offline))
+    chain: SymbolSources | None = capture.memo.get(key)
+    if chain is None:
+        chain = capture.memo[key] = SymbolSources(
+            capture.symbol_metadata(), symfs=options.symfs, debug_dirs=options.debug_dirs,
+            kallsyms_path=options.kallsyms, perf_map_dir=options.perf_map_dir,
+            debuginfod=DebuginfodClient.from_options(options.debuginfod, options.offline))
+    return chain
+
+
 def make_resolver(capture: Capture, state: ReplayState, options: LoadOptions) -> SymbolResolver:
     """A resolver on the offline symbol-source chain (see :mod:`profiler.symbols.sources`):
     packed symbols, ``--symfs``, debug directories, the local file only when its build-id
     matches; ``--kallsyms``, packed kernel symbols, the capture's kallsyms snapshot; the
     vdso image of the capture; JIT maps packed or in ``perf-PID.map``."""
     from profiler.cache import cache_dir
-    from profiler.symbols.debuginfod import DebuginfodClient
-    from profiler.symbols.sources import ChainSource, SymbolSources
+    from profiler.symbols.sources import ChainSource
 
-    chain = SymbolSources(capture.symbol_metadata(), symfs=options.symfs, debug_dirs=options.debug_dirs,
-                          kallsyms_path=options.kallsyms, perf_map_dir=options.perf_map_dir,
-                          debuginfod=DebuginfodClient.from_options(options.debuginfod, options.offline))
+    chain = symbol_chain(capture, options)
     kernel, _, note = chain.kernel()
     return SymbolResolver(
         dsos=state.dsos, snapshots=state.snapshots, sources=[ChainSource(chain)], chain=chain, parents=state.parent,

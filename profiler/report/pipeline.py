@@ -55,6 +55,7 @@ from profiler.report.assemble import (
     entry_mask,
     make_resolver,
     require_samples,
+    symbol_chain,
     sample_mask,
 )
 from profiler.report.capture import Capture
@@ -313,12 +314,10 @@ def _unwind_dwarf(options: LoadOptions, capture: Capture, data: CaptureData, ind
         return None
     from profiler.report.unwind_samples import unwind_rows  # imported only for a capture that needs it
     from profiler.unwind.jitcode import JitCodeOf
-    from profiler.symbols.sources import SymbolSources
 
-    jit = SymbolSources(capture.symbol_metadata(), symfs=options.symfs, debug_dirs=options.debug_dirs,
-                        perf_map_dir=options.perf_map_dir)
+    jit = symbol_chain(capture, options).jit_symbols
     return unwind_rows(capture.reader, layout, rows.samples, rows.gen, rep, cols, options.symfs, options.debug_dirs,
-                       JitCodeOf(jit.jit_symbols, cols, rep.state.parent))
+                       JitCodeOf(jit, cols, rep.state.parent))
 
 
 def progress_printer(enabled: bool) -> Progress | None:

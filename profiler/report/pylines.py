@@ -5,18 +5,16 @@ within :data:`MAX_GAP_NS`). A read comes a little before or after the sample (th
 in the recorder's drain loop): the line it saw is another draw from the same distribution, so
 lines are right in their *shares*, not sample by sample (docs/python.md measures it).
 
-* The sample's Python frames — frames whose symbol is ``py::QUALNAME:FILENAME`` (CPython's
-  perf-map names, kind ``jit``), or frames of kind ``python`` (qualname and file; see
+* The sample's Python frames — frames of kind ``python`` (qualname and file, as the resolver
+  makes CPython's ``py::QUALNAME:FILENAME`` entries; a ``py::`` symbol is read too: see
   :func:`python_key`) — agree with the read when they are, innermost first, the read's
   innermost frames (qualname and filename each). Then every such frame gets the
   read's line as its source line (``FILE:LINE``), which ``--sort srcline``, script's
-  ``srcline`` field and the exports' line fields show. (A stack unwound only to its first
-  Python frame, as DWARF unwinding through 3.12 trampolines is today, agrees on that frame.)
-  A sample whose Python frames disagree keeps them without a line and is counted.
+  ``srcline`` field and the exports' line fields show. A sample whose Python frames
+  disagree keeps them without a line and is counted.
 * A sample with no Python frame but an interpreter frame (``_PyEval_EvalFrameDefault``) —
   3.11, which has no perf trampolines; a 3.12+ process recorded with ``-p`` that was not
-  started with perf support; 3.13's ``-X perf_jit`` code when the report cannot name it —
-  gets the read's frames inserted above its innermost such frame, lines included: an
+  started with perf support — gets the read's frames inserted above its innermost such frame, lines included: an
   approximate Python stack, which the header says.
 """
 
@@ -30,15 +28,14 @@ import numpy.typing as npt
 
 from profiler.format.pylinetable import NO_LINE
 from profiler.report.capture import Capture, metadata_of
-from profiler.report.model import FRAME_KINDS
+from profiler.names import PYTHON_PREFIX
 from profiler.report.profile import Profile, StackTable
 from profiler.report.pyreads import KIND, PyReads, load_reads, nearest_reads
 from profiler.report.resolver import FrameInfo
 
 I64 = npt.NDArray[np.int64]
-PREFIX = "py::"
+PREFIX = PYTHON_PREFIX
 EVAL = "_PyEval_EvalFrameDefault"
-READER_DSO = "[python]"
 PYTHON_KIND = "python"
 MAX_GAP_NS = 100_000_000
 
@@ -81,10 +78,8 @@ def python_key(frame: FrameInfo) -> tuple[str, str] | None:
 
 def reader_frame(qualname: str, filename: str) -> FrameInfo:
     """A frame for a Python function only the reader saw, named as the report names the
-    perf-map's: kind ``python`` where the frame model has it, else a ``py::`` JIT frame."""
-    if PYTHON_KIND in FRAME_KINDS:
-        return FrameInfo(qualname, filename, filename, PYTHON_KIND)
-    return FrameInfo(f"{PREFIX}{qualname}:{filename}", READER_DSO, READER_DSO, "jit")
+    perf-map's (:func:`profiler.report.resolver.python_frame`)."""
+    return FrameInfo(qualname, filename, filename, PYTHON_KIND)
 
 
 class _Builder:

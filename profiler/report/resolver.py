@@ -31,7 +31,8 @@ from profiler.symbols.sources import SymbolSources
 from profiler.symbols.demangle import demangle
 from profiler.symbols.dso import DsoSymbols, SymbolStatus
 from profiler.symbols.kallsyms import KernelSymbols
-from profiler.names import KERNEL_DSO
+from profiler.names import KERNEL_DSO, PYTHON_PREFIX
+from profiler.symbols.jitsources import lineage
 from profiler.symbols.perfmap import parse_perf_map, perf_map_path
 from profiler.symbols.srcline import LineTable, line_table_of
 from profiler.symbols.table import SymbolTable
@@ -88,9 +89,6 @@ class FrameInfo:
         if self.dso == UNKNOWN:
             return f"{self.addr:016x}"
         return f"0x{self.addr:016x}"
-
-
-PYTHON_PREFIX = "py::"
 
 
 def python_frame(entry: str) -> FrameInfo:
@@ -398,15 +396,11 @@ class SymbolResolver:
     def _jit_lookup(self, pid: int, addr: int) -> tuple[int, tuple[str, int] | None]:
         """The JIT symbol at ``addr`` in the process's map, else in the map of the process it
         forked from (a forked child runs its parent's JIT code but starts an empty map)."""
-        seen: set[int] = set()
-        p: int | None = pid
-        while p is not None and p not in seen and len(seen) < 32:
-            seen.add(p)
+        for p in lineage(pid, self.parents):
             table = self._perf_map(p)
             hit = table.lookup(addr) if table is not None else None
             if hit is not None:
                 return p, hit
-            p = self.parents.get(p)
         return pid, None
 
     def _perf_map(self, pid: int) -> SymbolTable | None:

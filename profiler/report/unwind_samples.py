@@ -128,13 +128,18 @@ class SnapshotCodeMap:
         self.dso: I64 = concat(dso_ids, np.int64)
         self.slot_of_dso = slot_of_dso
         self.kind_of_dso = kind_of_dso
-        self.tables = tables
+        self.tables = list(tables)  # the DSOs' tables, then (below) the JIT code's: CombinedTables(self.tables)
         self._split_into_segments()
+        if pid is not None and jit is not None:
+            with_anon = np.asarray([any(dsos[m.dso].is_anon for m in snapshots[g].maps) for g in used.tolist()],
+                                   dtype=bool)
+            pid = np.where(with_anon[rank], pid, -1)
         self._index_jit_code(pid, jit)
 
     def _index_jit_code(self, pid: I64 | None, jit: JitCodeFor | None) -> None:
         """JIT code with rules of its own (CPython's trampolines, :mod:`profiler.unwind.jitcode`)
-        per process, keyed ``pid rank << 48 | start``; their tables go after the DSOs'."""
+        per process, keyed ``pid rank << 48 | start``; their tables go after the DSOs'. ``pid``
+        is -1 for samples of a process with no anonymous executable map (no JIT code to ask for)."""
         keys: list[U64] = []
         ends: list[U64] = []
         slots: list[I64] = []
@@ -143,6 +148,8 @@ class SnapshotCodeMap:
             pids, rank = np.unique(pid, return_inverse=True)
             self.jit_rank = rank.astype(np.uint64)
             for r, p in enumerate(pids.tolist()):
+                if p < 0:
+                    continue
                 code = jit(int(p))
                 if not len(code):
                     continue
@@ -308,7 +315,7 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     stacks = StackCopies(buf, user.stack_offset, np.where(has, user.stack_size, 0), values[:, SP].copy())
     slot_of, kind_of, tables = dso_tables(dsos, sources, _used_dsos(gen, snapshots), stats)
     code = SnapshotCodeMap(gen, snapshots, dsos, slot_of, kind_of, tables, s.pid.astype(np.int64), jit)
-    combined = CombinedTables(tables, cols)
+    combined = CombinedTables(code.tables, cols)
     if len(code.jit_key) and max_depth == MAX_DEPTH_DEFAULT:
         max_depth = JIT_MAX_DEPTH  # each Python call is ~4 native frames: 127 would end at ~30 calls
     idx = np.flatnonzero(has)

@@ -13,6 +13,7 @@ the process's ``jit`` symbols entry as its ``code`` field.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from profiler.errors import FormatError
 from profiler.symbols.jitdump import JitDump
 from profiler.symbols.table import SymbolTable
 
+MAX_PARENTS = 32  # fork generations followed for a child's JIT code
 MAX_BLOBS = 4096  # distinct code shapes kept per process
 MAX_BLOB_BYTES = 1 << 16
 
@@ -111,3 +113,15 @@ class JitSymbols:
         table = SymbolTable.from_symbols([starts[i] for i in order], [sizes[i] for i in order],
                                          [names[i] for i in order])
         return cls(table, JitBlobs.of_dump(dump), origin)
+
+
+def lineage(pid: int, parent: Mapping[int, int]) -> Iterator[int]:
+    """``pid``, then the process it forked from, and so on (at most :data:`MAX_PARENTS`
+    generations; a loop in hostile FORK records ends it): where a forked child's JIT code is
+    found when its own map has none (it runs its parent's code but starts an empty map)."""
+    seen: set[int] = set()
+    p: int | None = pid
+    while p is not None and p not in seen and len(seen) <= MAX_PARENTS:
+        seen.add(p)
+        yield p
+        p = parent.get(p)

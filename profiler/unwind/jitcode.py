@@ -32,15 +32,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from profiler.symbols.jitsources import JitSymbols
+from profiler.names import PYTHON_PREFIX
+from profiler.symbols.jitsources import JitSymbols, lineage
 from profiler.unwind.arch import RA, SP, ArchColumns
 from profiler.unwind.table import AT_CFA, CFA_NONE, CFA_REG, SAME, RuleTable
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 
-MAX_PARENTS = 32  # fork generations followed for a child's JIT code
-PYTHON_PREFIX = "py::"  # how CPython names its trampolines in perf maps and jitdumps
 
 # CPython's trampoline (Python/asm_trampoline.S) as built, by architecture and size.
 TRAMPOLINES: dict[str, dict[int, bytes]] = {
@@ -263,16 +262,13 @@ class JitCodeOf:
         self.parent = dict(parent or {})
         self._own: dict[int, JitCode] = {}
         self._rules: dict[tuple[bytes, bytes], RuleTable | None] = {}
-        self._map_rules: dict[tuple[str, int], RuleTable | None] = {}
+        self._map_rules: dict[int, RuleTable | None] = {}  # by a py:: entry's size
 
     def __call__(self, pid: int) -> JitCode:
-        code = self.own(pid)
-        seen = {pid}
-        p = self.parent.get(pid)
-        while p is not None and p not in seen and len(seen) <= MAX_PARENTS:
-            seen.add(p)
+        ancestors = lineage(pid, self.parent)
+        code = self.own(next(ancestors))
+        for p in ancestors:
             code = code.merged_under(self.own(p))
-            p = self.parent.get(p)
         return code
 
     def own(self, pid: int) -> JitCode:
@@ -289,7 +285,7 @@ class JitCodeOf:
         if table is not None:
             for i in range(len(table)):
                 name = table.name(i)
-                if name.startswith("py::"):
+                if name.startswith(PYTHON_PREFIX):
                     size = int(table.ends[i]) - int(table.starts[i])
                     entries.append((int(table.starts[i]), size, self._perf_map_rules(size)))
         b = syms.blobs
@@ -298,10 +294,9 @@ class JitCodeOf:
         return JitCode.of_entries(entries)
 
     def _perf_map_rules(self, size: int) -> RuleTable | None:
-        key = ("py::", size)
-        if key not in self._map_rules:
-            self._map_rules[key] = perf_map_rules("py::", size, self.cols)
-        return self._map_rules[key]
+        if size not in self._map_rules:
+            self._map_rules[size] = perf_map_rules(PYTHON_PREFIX, size, self.cols)
+        return self._map_rules[size]
 
     def _blob_rules(self, blob: tuple[bytes, bytes], size: int) -> RuleTable | None:
         key = (blob[0], blob[1] + size.to_bytes(8, "little"))
