@@ -113,8 +113,11 @@ class SnapshotCodeMap:
         used, rank = np.unique(gen, return_inverse=True)
         self.rank = rank.astype(np.uint64)
         starts, ends, pgoffs, dso_ids, keys = [], [], [], [], []
+        with_anon = np.zeros(len(used), dtype=bool)  # per generation: a map of anonymous executable memory
         for r, g in enumerate(used.tolist()[: 1 << 15]):
             s, e, p, d = snapshots[g].arrays()
+            inside = d[(d >= 0) & (d < len(kind_of_dso))]
+            with_anon[r] = bool((kind_of_dso[inside] == LOC_FRAME_POINTER).any())
             user = s < USER_LIMIT
             starts.append(s[user])
             ends.append(np.minimum(e[user], USER_LIMIT))
@@ -130,11 +133,7 @@ class SnapshotCodeMap:
         self.kind_of_dso = kind_of_dso
         self.tables = list(tables)  # the DSOs' tables, then (below) the JIT code's: CombinedTables(self.tables)
         self._split_into_segments()
-        if pid is not None and jit is not None:
-            with_anon = np.asarray([any(dsos[m.dso].is_anon for m in snapshots[g].maps) for g in used.tolist()],
-                                   dtype=bool)
-            pid = np.where(with_anon[rank], pid, -1)
-        self._index_jit_code(pid, jit)
+        self._index_jit_code(None if pid is None else np.where(with_anon[rank], pid, -1), jit)
 
     def _index_jit_code(self, pid: I64 | None, jit: JitCodeFor | None) -> None:
         """JIT code with rules of its own (CPython's trampolines, :mod:`profiler.unwind.jitcode`)
