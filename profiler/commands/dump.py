@@ -10,7 +10,7 @@ import click
 
 from profiler.commands._common import input_option, warn
 from profiler.format import records as R
-from profiler.format.container.layout import FRAME_META, FRAME_RAW, FRAME_SYNTH
+from profiler.format.container.layout import FRAME_INDEX, FRAME_META, FRAME_RAW, FRAME_SYNTH, INDEX_ENTRY
 from profiler.format.container.reader import CaptureReader
 from profiler.format.container.scan import FileFrame
 from profiler.format.events import EventTable
@@ -57,6 +57,8 @@ def _frame_line(frame: FileFrame) -> str:
     if frame.kind == FRAME_META:
         kind, data = frame.meta()
         extra = f" kind={kind} keys={','.join(sorted(str(key) for key in data))}"  # any key type
+    elif frame.kind == FRAME_INDEX and len(frame.payload) % INDEX_ENTRY.size == 0:
+        extra = " samples=" + ",".join(f"{seq}:{n}" for seq, n in INDEX_ENTRY.iter_unpack(frame.payload))
     return f"frame {frame.seq} @{frame.offset} {frame.kind_name}{cpu} len={len(frame.payload)}{extra}\n"
 
 

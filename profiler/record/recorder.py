@@ -26,7 +26,7 @@ from types import SimpleNamespace
 from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageError
 from profiler.format import abi as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
-from profiler.format.container.layout import STDOUT, VERSION_FRAME_CPU, VERSION_PLAIN, VERSION_ZSTD
+from profiler.format.container.layout import STDOUT, VERSION_FRAME_CPU, VERSION_PLAIN, VERSION_ZSTD, with_index
 from profiler.format.container.writer import CaptureWriter
 from profiler.names import KERNEL_DSO
 from profiler.record import kallsyms, metadata, perf_event, synth
@@ -572,8 +572,8 @@ class Recorder:
 
             layout, _ = self._layout()
             self.session.compact = partial(compact_stacks, layout=layout)
-        if not self.sample_cpu:
-            version = VERSION_FRAME_CPU  # samples take their CPU from their frame
+        version = VERSION_FRAME_CPU if not self.sample_cpu else version  # samples' CPU from their frame
+        version = with_index(version) if compress else version  # INDEX frames come with RAW_ZSTD ones
         error: ProfilerError | None = None
         started = self._file_started = time.monotonic()
         # The handlers are in place before the capture file exists, as perf installs its own

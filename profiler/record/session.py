@@ -154,18 +154,19 @@ class StreamStats(Value):
     def lost(self) -> int:
         return sum(self.lost_per_cpu.values())
 
-    def scan(self, cpu: int, buf: bytes | memoryview) -> None:
+    def scan(self, cpu: int, buf: bytes | memoryview) -> int:
         """Walk the record headers of whole kernel records in ``buf``: in C when the compiled
         kernels are there (``walk_records``: a busy ``--off-cpu`` recording has a sample and two
-        switch records per context switch, 5 us each in Python), else :meth:`scan_python`."""
+        switch records per context switch, 5 us each in Python), else :meth:`scan_python`.
+        Returns the number of records when every one of them is a sample, else 0 (the
+        capture's INDEX frames)."""
         walk = _walk_records()
         if walk is None:
-            self.scan_python(cpu, buf)
-            return
+            return self.scan_python(cpu, buf)
         span = self.span
         keep = _KEEP_SIDEBAND if self.keep_sideband else _KEEP_MMAP2
-        _, counts, lost, kept, words = walk(buf, self.kernel_floor or 0, span.ip if span else -1,
-                                            span.callchain if span else -1, span is None, keep)
+        walked, counts, lost, kept, words = walk(buf, self.kernel_floor or 0, span.ip if span else -1,
+                                                 span.callchain if span else -1, span is None, keep)
         for rtype, n in counts.items():
             self.counts[rtype] = self.counts.get(rtype, 0) + n
         if lost:
@@ -181,14 +182,17 @@ class StreamStats(Value):
         self.raw_bytes += len(buf)
         if words:
             self.kernel_addresses.update(memoryview(words).cast("Q"))
+        only = walked == len(buf) and len(counts) == 1
+        return int(counts.get(_SAMPLE, 0)) if only else 0
 
-    def scan_python(self, cpu: int, buf: bytes | memoryview) -> None:
+    def scan_python(self, cpu: int, buf: bytes | memoryview) -> int:
         """:meth:`scan` in Python: the reference the C walk is tested against.
 
         Runs of SAMPLE records of one size (every sample without a callchain, and most of a
         busy buffer) are counted with a few byte-column comparisons over their headers instead of a
         Python step per record: at 100 kHz a pass holds dozens to thousands of them."""
         counts = self.counts
+        total_before, samples_before = sum(counts.values()), counts.get(_SAMPLE, 0)
         unpack = _HDR.unpack_from
         pos, end = 0, len(buf)
         side: list[bytes] | None = [] if self.keep_sideband else None
@@ -227,6 +231,8 @@ class StreamStats(Value):
         if self._kernel_words:  # one C-speed update per buffer, not one per sample
             self.kernel_addresses.update(memoryview(b"".join(self._kernel_words)).cast("Q"))
             self._kernel_words.clear()
+        samples = counts.get(_SAMPLE, 0) - samples_before
+        return samples if pos == end and samples == sum(counts.values()) - total_before else 0
 
     def _kernel(self, buf: bytes | memoryview, pos: int, size: int) -> None:
         """The ip and callchain words of a kernel-mode sample (the only records that hold
@@ -428,14 +434,15 @@ class Session:
         taken = [(cpu, ring.take()) for cpu, (_, _, ring) in self.rings.items()]
         scan, compact = self.stats.scan, self.compact
         raws: list[tuple[int, bytes]] = []
+        samples: list[int] = []  # per raw: its records when all are samples (INDEX frames)
         copied = 0
         for cpu, data in taken:
             if data:
-                scan(cpu, data)
+                samples.append(scan(cpu, data))
                 raws.append((cpu, data if compact is None else compact(data)))
                 copied += len(data)
         if raws:
-            writer.write_pass(raws, compressed=self.compress)
+            writer.write_pass(raws, compressed=self.compress, samples=samples)
         return copied
 
     def take_side(self) -> list[tuple[int, bytes]]:

@@ -7,7 +7,9 @@ without one) — and its period. So the capture is read in two passes:
 
 1. **Records** (:func:`tally_capture`, sequential): every chunk's record offsets, the counts by
    type, and the non-sample records (few: MMAP, COMM, FORK, ...). These are replayed once, in
-   time order, into the map and comm change logs (``replay.replay_in_order``).
+   time order, into the map and comm change logs (``replay.replay_in_order``). With the
+   compiled kernel, a compressed frame the capture's INDEX frames count (all its records
+   samples) is counted, not inflated; pass 2 checks the count (``tally_native.check_skimmed``).
 2. **Samples** (:func:`_tally_chunk`, one call per chunk of about ``CHUNK_BYTES``): decode the
    chunk's samples, drop those outside ``--cpu``/``--time``, place each one among the replayed
    records by (time, file order) to get its map generation and comm, and sum the samples of
@@ -60,7 +62,16 @@ from profiler.format.events import EventTable
 from profiler.format.typed_header import CaptureHeader
 from profiler.report.options import Filters, time_bounds
 from profiler.report.replay import ReplayState, name_unknown, place_samples, replay_in_order
-from profiler.report.tally_native import FrameStream, NativeChunk, NativeTally, StreamChunk, scan_chunk, scan_view
+from profiler.report.tally_native import (
+    FrameStream,
+    IndexMismatch,
+    NativeChunk,
+    NativeTally,
+    StreamChunk,
+    check_skimmed,
+    scan_chunk,
+    scan_view,
+)
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -197,6 +208,7 @@ class _Plan:
     native: NativeTally | None = None  # the compiled kernel, when it can tally this capture
     stream: FrameStream | None = None  # with it, compressed frames inflated chunk by chunk
     stream_chunks: list[StreamChunk] = field(default_factory=list)
+    late_warnings: list[str] = field(default_factory=list)  # the second pass's, for skimmed chunks
 
 
 @dataclass
@@ -232,8 +244,10 @@ class Prepared:
 
 
 def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
-            jobs: int | None = None, chunk_bytes: int | None = None) -> Prepared | None:
-    """Pass 1 (see the module docstring); None when the capture cannot be read chunk by chunk."""
+            jobs: int | None = None, chunk_bytes: int | None = None, skim: bool = False) -> Prepared | None:
+    """Pass 1 (see the module docstring); None when the capture cannot be read chunk by chunk.
+    With ``skim``, compressed frames the capture's index counts are not inflated by it
+    (their chunks' times are then unknown: ``chunk_times`` (-1, -1))."""
     if not tally_supported(reader.info, filters):
         return None
     decoder = ChunkDecoder(reader, TALLY_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
@@ -245,7 +259,7 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     if stream is not None and module is not None:
         jobs = 1
         scans: Iterator[_Scan] = (_scan_stream(module, decoder, part, stream_chunks, time_word)
-                                  for part in stream.first_pass())
+                                  for part in stream.first_pass(skim))
         frame_chunks: list[list[FileFrame]] = []
     else:
         frame_chunks = decoder.plan()
@@ -290,15 +304,23 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
 
 
 def tally_capture(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
-                 jobs: int | None = None, chunk_bytes: int | None = None) -> Tally | None:
+                 jobs: int | None = None, chunk_bytes: int | None = None, skim: bool = True) -> Tally | None:
     """The capture tallied into distinct rows after ``--cpu``/``--time`` (the entry filters are
     the caller's: rows keep pid, tid and comm); None when it cannot be (the caller decodes the
-    whole capture). ``keep_cpu=False`` tallies the samples of every CPU together."""
-    prepared = prepare(reader, filters, callchains, keep_cpu, jobs, chunk_bytes)
-    if prepared is None:
+    whole capture). ``keep_cpu=False`` tallies the samples of every CPU together. ``skim``:
+    the first pass counts the frames the capture's index counts (see :func:`prepare`; the
+    rows are the same, in another order when that changes the chunks)."""
+    try:
+        prepared = prepare(reader, filters, callchains, keep_cpu, jobs, chunk_bytes, skim=skim)
+        tally = None if prepared is None else _run(prepared.plan, prepared.jobs)
+    except IndexMismatch as exc:
+        prepared = prepare(reader, filters, callchains, keep_cpu, jobs, chunk_bytes)
+        tally = None if prepared is None else _run(prepared.plan, prepared.jobs)
+        if prepared is not None:
+            prepared.warnings.insert(0, f"{exc} It was read without the index.")
+    if prepared is None or tally is None:
         return None
-    state, warnings = prepared.plan.state, prepared.warnings
-    tally = _run(prepared.plan, prepared.jobs)
+    state, warnings = prepared.plan.state, prepared.warnings + prepared.plan.late_warnings
     tally.counts = prepared.counts
     name_unknown(state, tally.rows.tid, tally.rows.comm)
     if tally.damaged_samples:
@@ -360,11 +382,15 @@ class _Scan:
     times: tuple[int, int]  # its samples' earliest and latest time; (-1, -1) without (or unknown)
 
 
-def _scan_stream(module: ModuleType, decoder: ChunkDecoder, part: tuple[StreamChunk, RecordViews, I64, I64],
+def _scan_stream(module: ModuleType, decoder: ChunkDecoder, part: tuple[StreamChunk, RecordViews | None, I64, I64],
                  chunks: list[StreamChunk], time_word: int | None) -> _Scan:
-    """The first pass over one chunk of a :class:`FrameStream` (kept in ``chunks`` for the second)."""
+    """The first pass over one chunk of a :class:`FrameStream` (kept in ``chunks`` for the second).
+    A skimmed chunk is counted from the capture's index (its samples' times unknown)."""
     chunk, views, start, length = part
     chunks.append(chunk)
+    if views is None:
+        records = sum(chunk.samples)
+        return _Scan(records, [], Counter({R.record_name(R.PERF_RECORD_SAMPLE): records}), [], 0, (-1, -1))
     scan = scan_view(module, decoder, views, start, length, chunk.frames, time_word)
     if scan is None:  # the kernel declines only frames outside its buffer or not 8-aligned
         raise ProfilerError("the compiled kernel refused a chunk of its own buffer.")
@@ -535,6 +561,11 @@ def _tally_chunk(plan: _Plan, index: int) -> _ChunkResult:
     if plan.native is not None and plan.stream is not None:
         chunk, seq0 = plan.stream_chunks[index], plan.chunks[index][1]
         views, start, length = plan.stream.view_of(chunk)
+        if chunk.skimmed:
+            scan = scan_view(plan.native.module, plan.decoder, views, start, length, chunk.frames, None)
+            if scan is None:
+                raise ProfilerError("the compiled kernel refused a chunk of its own buffer.")
+            plan.late_warnings.extend(check_skimmed(scan, chunk))
         done = plan.native.tally(views.view, start, length, chunk.frames, seq0)
         if done is None:
             raise ProfilerError("the compiled kernel refused a chunk of its own buffer.")

@@ -17,7 +17,7 @@ import functools
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 
 import numpy as np
@@ -25,9 +25,17 @@ import numpy.typing as npt
 
 from profiler.format import records as R
 from profiler.errors import FormatError
-from profiler.format.container.codec import zstd_decompress_into
+from profiler.format.container.codec import zstd_declared_size, zstd_decompress_into
 from profiler.format.container.inflate import raw_budget, skipped_note
-from profiler.format.container.layout import FRAME_HEADER_SIZE, FRAME_RAW, FRAME_RAW_ZSTD, FRAME_SYNTH, NO_CPU
+from profiler.format.container.layout import (
+    FRAME_HEADER_SIZE,
+    FRAME_INDEX,
+    FRAME_RAW,
+    FRAME_RAW_ZSTD,
+    FRAME_SYNTH,
+    INDEX_ENTRY,
+    NO_CPU,
+)
 from profiler.format.container.reader import CaptureReader
 from profiler.format.container.scan import FileFrame
 from profiler.format.decode.columns import OtherRecord
@@ -183,6 +191,8 @@ class NativeScan:
     warnings: list[str]
     failed: int
     times: tuple[int, int]
+    samples: I64  # per frame
+    whole: bool  # every frame walked to its end
 
 
 def scan_chunk(module: ModuleType, decoder: ChunkDecoder, frames: list[FileFrame],
@@ -217,16 +227,54 @@ def scan_view(module: ModuleType, decoder: ChunkDecoder, views: RecordViews, sta
     failed = decode_others(views, decoder.events, triples[:, 0].copy(), cpus[triples[:, 2]],
                            triples[:, 1].copy(), others)
     return NativeScan(int(hist.sum()), others, counts, warnings, failed,
-                      (int(tmin), int(tmax)) if any_time else (-1, -1))
+                      (int(tmin), int(tmax)) if any_time else (-1, -1), per_frame, bool((stops == length).all()))
+
+
+class IndexMismatch(FormatError):
+    """An INDEX frame's count that the frame's records do not bear out (the report is then
+    made again without the index)."""
+
+
+def check_skimmed(scan: NativeScan, chunk: StreamChunk) -> list[str]:
+    """The second pass's check of a chunk the first pass skimmed: every record a sample, as
+    many as the index says, no frame damaged. The scan's other warnings (frames that name no
+    CPU) are returned: the first pass would have given them."""
+    expected = np.asarray(chunk.samples, dtype=np.int64)
+    if not scan.whole or scan.others or scan.records != int(expected.sum()) or \
+            not np.array_equal(scan.samples, expected):
+        raise IndexMismatch(f"the capture's index does not match the records of frame {chunk.frames[0].seq} "
+                            f"or a frame after it in the same chunk.")
+    return scan.warnings
 
 
 @dataclass
 class StreamChunk:
     """Consecutive stored frames (RAW_ZSTD inflated on the way) read as one chunk, with the
-    inflated length of each."""
+    inflated length of each. A skimmed chunk's frames were not inflated by the first pass:
+    the capture's INDEX frames said how many records each holds (``samples``), all samples."""
 
     frames: list[FileFrame]
     lengths: list[int]
+    samples: list[int] = field(default_factory=list)  # skimmed: each frame's records
+
+    @property
+    def skimmed(self) -> bool:
+        return bool(self.samples)
+
+
+def read_index(frames: list[FileFrame]) -> dict[int, int]:
+    """The INDEX frames' entries: frame seq -> its records, all of them samples (entries that
+    name no RAW_ZSTD frame, or none, are left out; a damaged INDEX frame is ignored: the
+    frames it names are then read in full)."""
+    compressed = {f.seq for f in frames if f.kind == FRAME_RAW_ZSTD}
+    out: dict[int, int] = {}
+    for frame in frames:
+        if frame.kind != FRAME_INDEX or len(frame.payload) % INDEX_ENTRY.size:
+            continue
+        for seq, n in INDEX_ENTRY.iter_unpack(frame.payload):
+            if n and seq in compressed:
+                out[seq] = n
+    return out
 
 
 class FrameStream:
@@ -245,6 +293,7 @@ class FrameStream:
         self.bo = bo
         self.frames = [f for f in frames if f.kind in (FRAME_RAW, FRAME_RAW_ZSTD, FRAME_SYNTH) and len(f.payload)]
         self.chunk_bytes = chunk_bytes
+        self.index = read_index(frames)
         self.buffer = bytearray()
         self.skipped: list[int] = []  # the first pass's: frames past the budget
         self.inflated: list[tuple[int, int, int]] = []  # (seq, stored, inflated bytes) of the others
@@ -257,33 +306,53 @@ class FrameStream:
             return None
         return cls(reader, stored, chunk_bytes, bo)
 
-    def first_pass(self) -> Iterator[tuple[StreamChunk, RecordViews, I64, I64]]:
+    def first_pass(self, skim: bool = False) -> Iterator[tuple[StreamChunk, RecordViews | None, I64, I64]]:
         """Each chunk with its frames inflated: (chunk, views over the buffer, starts, lengths).
-        Frames past the budget are left out (see :meth:`commit`)."""
+        Frames past the budget are left out (see :meth:`commit`). With ``skim``, frames the
+        capture's index counts are not inflated: they make chunks of their own, given
+        without views (the second pass checks them: :func:`check_skimmed`)."""
         left = raw_budget(self.reader.size)
         self.skipped, self.inflated = [], []
         chunk = StreamChunk([], [])
         size = 0
         for frame in self.frames:
+            records = self.index.get(frame.seq, 0) if skim else 0
+            declared = zstd_declared_size(frame.payload) if records else None
+            skimmed = declared is not None and 8 * records <= declared <= left
+            if chunk.frames and skimmed != chunk.skimmed:
+                yield self._chunk(chunk)
+                chunk, size = StreamChunk([], []), 0
             at = size + (-size) % 8
-            if frame.kind == FRAME_RAW_ZSTD:
-                n = zstd_decompress_into(frame.payload, functools.partial(self._room_at, at), left)
-                if n is None:
+            if skimmed:
+                assert declared is not None
+                n = declared
+                chunk.samples.append(records)
+            elif frame.kind == FRAME_RAW_ZSTD:
+                inflated = zstd_decompress_into(frame.payload, functools.partial(self._room_at, at), left)
+                if inflated is None:
                     self.skipped.append(frame.seq)
                     continue
-                left -= n
-                self.inflated.append((frame.seq, len(frame.payload), n))
+                n = inflated
             else:
                 n = len(frame.payload)
                 self._room(at + n)[at:at + n] = frame.payload
+            if frame.kind == FRAME_RAW_ZSTD:
+                left -= n
+                self.inflated.append((frame.seq, len(frame.payload), n))
             chunk.frames.append(frame)
             chunk.lengths.append(n)
             size = at + n
             if size >= self.chunk_bytes:
-                yield (chunk, *self._views(chunk.lengths))
+                yield self._chunk(chunk)
                 chunk, size = StreamChunk([], []), 0
         if chunk.frames:
-            yield (chunk, *self._views(chunk.lengths))
+            yield self._chunk(chunk)
+
+    def _chunk(self, chunk: StreamChunk) -> tuple[StreamChunk, RecordViews | None, I64, I64]:
+        if chunk.skimmed:
+            empty = np.zeros(0, dtype=np.int64)
+            return chunk, None, empty, empty
+        return (chunk, *self._views(chunk.lengths))
 
     def commit(self) -> None:
         """Tell the reader what the first pass inflated and skipped (its ``inflated`` and one

@@ -24,7 +24,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from profiler.format import records as R
-from profiler.format.container.layout import FRAME_RAW
+from profiler.format.container.layout import FRAME_INDEX, FRAME_RAW, INDEX_ENTRY
 from profiler.format.container.reader import CaptureReader
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("require_perf")]
@@ -154,13 +154,15 @@ def test_ring_data_is_compressed_unless_no_compress(shares_capture: tuple[Path, 
     """Ring-buffer data goes into zstd frames by default; ``--no-compress`` writes it as the
     kernel wrote it, and so do ring buffers of 64 KiB or less (-m 16). All read back to the
     same kind of records. (A command's samples take their CPU from their frame: format 3.0
-    either way; system-wide ones are 2.0 and 1.1.)"""
+    either way, 3.1 with the INDEX frames that come with zstd frames; system-wide ones are
+    2.1 and 1.1.) Every INDEX entry counts a zstd frame whose records are all samples, and
+    most of a busy recording's frames are such."""
     plain, small = tmp_path / "plain.prof", tmp_path / "small.prof"
     for path, option in ((plain, "--no-compress"), (small, "-m16")):
         result = run_record(profiler_cmd, "-g", option, "-o", str(path), "--", str(workloads / "shares"), "0.6")
         assert result.returncode == 0, result.stderr
     per_sample = {}
-    for path, version, compressed in ((shares_capture[0], (3, 0), True), (plain, (3, 0), False),
+    for path, version, compressed in ((shares_capture[0], (3, 1), True), (plain, (3, 0), False),
                                       (small, (3, 0), False)):
         with CaptureReader.open(path) as reader:
             assert reader.version == version
@@ -168,6 +170,14 @@ def test_ring_data_is_compressed_unless_no_compress(shares_capture: tuple[Path, 
             assert raws
             assert all((f.seq in reader.inflated.seqs) == compressed for f in raws)
             n = int(reader.trailer["samples"])
+            index = {seq: count for f in reader.iter_frames() if f.kind == FRAME_INDEX
+                     for seq, count in INDEX_ENTRY.iter_unpack(f.payload)}
+            assert (len(index) > len(raws) // 2) == compressed, (len(index), len(raws))
+            kinds: dict[int, Counter[str]] = {seq: Counter() for seq in index}
+            for frame, rec in reader.iter_records_with_frames():
+                if frame.seq in kinds:
+                    kinds[frame.seq][type(rec).__name__] += 1
+            assert all(kinds[seq] == Counter(Sample=count) for seq, count in index.items())
         assert len(samples(records(path))) == n > 1000
         per_sample[compressed] = path.stat().st_size / n
     assert per_sample[True] * 4 < per_sample[False], per_sample
@@ -369,7 +379,7 @@ def test_every_raw_frame_holds_the_samples_of_the_cpu_it_names(workloads: Path, 
 
 def assert_frame_cpus(out: Path) -> None:
     with CaptureReader.open(out) as reader:
-        assert reader.version == (3, 0)
+        assert reader.version in ((3, 0), (3, 1))  # 3.1: with the INDEX frames of zstd frames
         assert not reader.header["events"][0]["attr"]["sample_type"] & R.PERF_SAMPLE_CPU
         from profiler.format.decode.decoder import load_capture
 

@@ -89,6 +89,18 @@ def zstd_decompress(data: memoryview, limit: int = MAX_FRAME_SIZE) -> bytes | No
     return b"".join(chunks)
 
 
+def zstd_declared_size(data: memoryview) -> int | None:
+    """The inflated size a compressed raw frame declares (the writer's always do), read from
+    its header without inflating it; None when it declares none or is damaged (inflating it
+    then says how)."""
+    zstandard = _zstd()
+    try:
+        declared = int(zstandard.get_frame_parameters(data).content_size)
+    except zstandard.ZstdError:
+        return None
+    return None if declared == zstandard.CONTENTSIZE_UNKNOWN or declared > MAX_FRAME_SIZE else declared
+
+
 def zstd_decompress_into(data: memoryview, room: Callable[[int], memoryview],
                          limit: int = MAX_FRAME_SIZE) -> int | None:
     """:func:`zstd_decompress` into the memory ``room(n)`` gives for its ``n`` inflated bytes:

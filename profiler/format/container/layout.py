@@ -23,7 +23,7 @@ MAGIC = b"\x7fPROFCAP"
 STDOUT = "-"  # the output path that means standard output, as in perf record -o -
 DEFAULT_CAPTURE = "profile.prof"  # what `profiler record` writes and every reader opens by default
 FORMAT_MAJOR = 3  # the newest version this reader reads
-FORMAT_MINOR = 0
+FORMAT_MINOR = 1
 # What the writer puts in the file header: 1.1 for every capture that 1.x readers read
 # correctly, 2.0 for captures with RAW_ZSTD frames (a 1.x reader would skip them: samples
 # silently missing), which ``profiler record --call-graph dwarf`` writes; 3.0 for captures
@@ -32,6 +32,15 @@ FORMAT_MINOR = 0
 VERSION_PLAIN = (1, 1)
 VERSION_ZSTD = (2, 0)
 VERSION_FRAME_CPU = (3, 0)
+# Minor version 1 of 2.x and 3.x: INDEX frames (older readers skip them), which
+# ``profiler record`` writes with its RAW_ZSTD frames.
+INDEX_MINOR = 1
+
+
+def with_index(version: tuple[int, int]) -> tuple[int, int]:
+    """The version of a capture that carries INDEX frames, given the one it would have without."""
+    return (version[0], max(version[1], INDEX_MINOR)) if version >= VERSION_ZSTD else version
+
 
 FILE_HEAD = struct.Struct("<8sHHII")  # magic, major, minor, header_len, crc32
 FRAME_HEAD = struct.Struct("<BBHIII")  # kind, flags, cpu, length, seq, crc32
@@ -46,6 +55,9 @@ FRAME_ROUND = 3  # round marker: the recorder finished one pass over every ring 
 FRAME_META = 4  # msgpack {"kind": str, "data": {...}}
 FRAME_TRAILER = 5  # msgpack statistics; marks a clean end
 FRAME_RAW_ZSTD = 6  # format 2.0: a RAW frame's records, compacted (see compact.py), zstd-compressed
+# format x.1: after a recorder pass, one INDEX_ENTRY per RAW_ZSTD frame of the pass whose records
+# are all samples: a report's first pass counts them without inflating the frame
+FRAME_INDEX = 7
 FRAME_NAMES = {
     FRAME_RAW_ZSTD: "raw_zstd",
     FRAME_RAW: "raw",
@@ -53,7 +65,9 @@ FRAME_NAMES = {
     FRAME_ROUND: "round",
     FRAME_META: "meta",
     FRAME_TRAILER: "trailer",
+    FRAME_INDEX: "index",
 }
+INDEX_ENTRY = struct.Struct("<II")  # the frame's seq, its records (all of them samples)
 NO_CPU = 0xFFFF
 
 # FileFrame flags.

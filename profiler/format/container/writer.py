@@ -18,6 +18,7 @@ from profiler.format.container.layout import (
     CRC,
     FILE_HEAD,
     FLAG_ZLIB,
+    FRAME_INDEX,
     FRAME_META,
     FRAME_PREFIX,
     FRAME_RAW,
@@ -25,6 +26,7 @@ from profiler.format.container.layout import (
     FRAME_ROUND,
     FRAME_SYNTH,
     FRAME_TRAILER,
+    INDEX_ENTRY,
     MAGIC,
     MAX_FRAME_SIZE,
     NO_CPU,
@@ -232,17 +234,23 @@ class CaptureWriter:
     def write_round(self) -> None:
         self._frame(FRAME_ROUND, NO_CPU, ())
 
-    def write_pass(self, raws: Sequence[tuple[int, bytes | memoryview]], *, compressed: bool = False) -> None:
+    def write_pass(self, raws: Sequence[tuple[int, bytes | memoryview]], *, compressed: bool = False,
+                   samples: Sequence[int] = ()) -> None:
         """One pass of the recorder: a RAW frame per ``(cpu, data)`` (RAW_ZSTD frames of
         compacted records with ``compressed``), then a ROUND marker, all with one ``writev``.
 
         The bytes are exactly those of ``write_raw`` (or ``write_raw_zstd``) for each and then
         ``write_round``; one system call instead of one per frame. If the disk fills up, the
-        whole pass is cut back."""
+        whole pass is cut back. ``samples``, one per raw with ``compressed``: how many records
+        it holds when all of them are samples (0 otherwise); those go in an INDEX frame before
+        the ROUND marker (the caller gives format version ``with_index``)."""
         kind = FRAME_RAW_ZSTD if compressed else FRAME_RAW
         frames: list[tuple[int, int, tuple[bytes | memoryview, ...], int]] = [
             (kind, cpu, (zstd_compress(data) if compressed else data,), 0) for cpu, data in raws
         ]
+        if compressed and any(samples):
+            entries = b"".join(INDEX_ENTRY.pack(self._seq + k, n) for k, n in enumerate(samples) if n > 0)
+            frames.append((FRAME_INDEX, NO_CPU, (entries,), 0))
         frames.append(_ROUND_FRAME)
         self._frames(frames)
 

@@ -73,12 +73,14 @@ def stream(seed: int, n: int = 400) -> bytes:
 def both(buf: bytes | memoryview, span: K.SampleSpan | None, floor: int | None,
          keep_sideband: bool) -> tuple[StreamStats, StreamStats]:
     out = []
+    indexed = []
     for python in (False, True):
         stats = StreamStats(kernel_floor=floor, span=span)
         stats.keep_sideband = keep_sideband
         for cpu, part in ((0, buf), (1, buf)):  # a second pass adds to the first
-            (stats.scan_python if python else stats.scan)(cpu, part)
+            indexed.append((stats.scan_python if python else stats.scan)(cpu, part))
         out.append(stats)
+    assert indexed[:2] == indexed[2:]  # the INDEX frames' counts
     return out[0], out[1]
 
 
@@ -115,3 +117,19 @@ def test_hostile_bytes_are_walked_alike(seed: int) -> None:
     span = K.SampleSpan(8, 48)
     same(*both(bytes(data), span, K.kernel_floor(), True))
     same(*both(bytes(data), None, K.kernel_floor(), False))
+
+
+@pytest.mark.parametrize("python", [False, True])
+def test_a_buffer_of_whole_samples_is_counted_for_the_index(python: bool) -> None:
+    """The number an INDEX frame carries: the buffer's records when every one is a sample
+    and the walk reached its end; 0 when any other record is there, or a torn tail."""
+    rnd = random.Random(5)
+    samples = b"".join(sample(rnd, R.PERF_RECORD_MISC_USER) for _ in range(37))
+    stats = StreamStats()
+    walk = stats.scan_python if python else stats.scan
+    assert walk(0, samples) == 37
+    assert walk(0, samples + mmap2(rnd)) == 0
+    assert walk(0, samples[:-8]) == 0
+    assert walk(0, HDR.pack(R.PERF_RECORD_LOST_SAMPLES, 0, 16) + struct.pack("=Q", 3) + samples) == 0
+    assert walk(0, b"") == 0
+    assert stats.counts[R.PERF_RECORD_SAMPLE] == 37 * 3 + 36
