@@ -22,7 +22,8 @@ from profiler.format import records as R
 I64 = npt.NDArray[np.int64]
 
 
-def _record_offsets(buf: bytes | memoryview) -> list[int]:
+def record_offsets(buf: bytes | memoryview) -> list[int]:
+    """Where each whole record of ``buf`` (native order) starts, up to the first that is not."""
     sizes = memoryview(buf).cast("B")[: len(buf) - len(buf) % 2].cast("H")
     offsets = []
     pos, end = 0, len(buf) - 8
@@ -45,7 +46,7 @@ def can_compact(layout: R.SampleLayout) -> bool:
 def compact_stacks(buf: bytes | memoryview, layout: R.SampleLayout) -> bytes:
     """``buf`` (whole native-order kernel records) with every sample's stack copy cut to its
     dyn_size. Records that do not parse are left as they are."""
-    offsets = _record_offsets(buf)
+    offsets = record_offsets(buf)
     data = np.frombuffer(buf, dtype=np.uint8, count=len(buf) - len(buf) % 8)
     if not offsets or not can_compact(layout):
         return bytes(buf)

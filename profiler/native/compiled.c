@@ -1137,6 +1137,82 @@ done:
     return out;
 }
 
+/* join_stacks(lean, fields, fixed_words, callchain, nregs) -> bytes or None: the SAMPLE records of
+ * ``lean`` with their stack fields (one u64 0 each) replaced by the next whole field of ``fields``
+ * (u64 size, and with size > 0 the data and u64 dyn_size), headers resized; None when the two do
+ * not fit together. profiler/format/splitstacks.py: join_stacks_python is the reference. */
+static PyObject *join_stacks(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ol, *of;
+    long long fixed, callchain, nregs;
+    if (!PyArg_ParseTuple(args, "OOLLL", &ol, &of, &fixed, &callchain, &nregs))
+        return NULL;
+    Buf bufs[2];
+    memset(bufs, 0, sizeof(bufs));
+    if (get_buf(ol, &bufs[0], 1, "lean") < 0 || get_buf(of, &bufs[1], 1, "fields") < 0) {
+        release(bufs, 2);
+        return NULL;
+    }
+    const uint8_t *lean = (const uint8_t *)bufs[0].b.buf, *fields = (const uint8_t *)bufs[1].b.buf;
+    int64_t end = bufs[0].b.len, flen = bufs[1].b.len;
+    int bad = end % 8 || flen % 8 || fixed < 1;
+    PyObject *out = bad ? NULL : PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(end + flen));
+    if (!bad && !out) {
+        release(bufs, 2);
+        return NULL;
+    }
+    int64_t pos = 0, q = 0, o = 0;
+    if (!bad) {
+        uint8_t *dst = (uint8_t *)PyBytes_AS_STRING(out);
+        Py_BEGIN_ALLOW_THREADS
+        while (pos + 8 <= end) {
+            uint32_t type;
+            uint16_t size;
+            memcpy(&type, lean + pos, 4);
+            memcpy(&size, lean + pos + 6, 2);
+            if (size < 8 || size % 8 || pos + size > end)
+                break;
+            if (type != PERF_RECORD_SAMPLE) {
+                memcpy(dst + o, lean + pos, size);
+                o += size, pos += size;
+                continue;
+            }
+            int64_t words = size / 8, cur = fixed;
+            if (callchain) {
+                if (cur >= words) { bad = 1; break; }
+                uint64_t nr = load64(lean + pos + 8 * cur);
+                if (nr >= (uint64_t)words) { bad = 1; break; }
+                cur += 1 + (int64_t)nr;
+            }
+            if (nregs >= 0) {
+                if (cur >= words) { bad = 1; break; }
+                cur += 1 + (load64(lean + pos + 8 * cur) ? nregs : 0);
+            }
+            if (cur >= words || load64(lean + pos + 8 * cur) != 0 || q + 8 > flen) { bad = 1; break; }
+            uint64_t stack = load64(fields + q);
+            if (stack % 8 || stack > (uint64_t)flen) { bad = 1; break; }
+            int64_t length = stack ? 16 + (int64_t)stack : 8;
+            int64_t joined = size - 8 + length;
+            if (q + length > flen || joined > 0xFFFF) { bad = 1; break; }
+            memcpy(dst + o, lean + pos, (size_t)(8 * cur));
+            uint16_t nsize = (uint16_t)joined;
+            memcpy(dst + o + 6, &nsize, 2);
+            memcpy(dst + o + 8 * cur, fields + q, (size_t)length);
+            memcpy(dst + o + 8 * cur + length, lean + pos + 8 * cur + 8, (size_t)(size - 8 * cur - 8));
+            o += joined, q += length, pos += size;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    release(bufs, 2);
+    if (bad || pos != end || q != flen) {
+        Py_XDECREF(out);
+        Py_RETURN_NONE;
+    }
+    if (_PyBytes_Resize(&out, (Py_ssize_t)o) < 0)
+        return NULL;
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"unwind_step", unwind_step, METH_VARARGS,
      "unwind_step(buf, offset, size, sp0, pc, regs, valid, after_signal, row, kind, ok, cfa_kind, cfa_reg, "
@@ -1150,6 +1226,8 @@ static PyMethodDef methods[] = {
      "time_ranges, other_time, other_seq, gen_log, comm_log, seq0, id_word, default_event, callchains, "
      "cpu_limit, keep_cpu) -> (rows, chain_start, chain_words, recorded, present, damaged, any_sample, "
      "first_time, cpu_known, period_total_high, period_total_low) or None: see profiler/report/tally_native.py"},
+    {"join_stacks", join_stacks, METH_VARARGS,
+     "join_stacks(lean, fields, fixed_words, callchain, nregs) -> bytes or None: see profiler/format/splitstacks.py"},
     {"walk_records", walk_records, METH_VARARGS,
      "walk_records(buf, kernel_floor, ip_offset, chain_offset, all_words, keep_mask) -> (stop, counts, lost, "
      "kept, kernel_words): see profiler/record/session.py"},

@@ -26,7 +26,8 @@ from types import SimpleNamespace
 from profiler.errors import DiskFullError, ProfilerError, RecordError, UsageError
 from profiler.format import abi as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT, attr_to_dict, new_attr, perf_event_attr
-from profiler.format.container.layout import STDOUT, VERSION_FRAME_CPU, VERSION_PLAIN, VERSION_ZSTD, with_index
+from profiler.format.container.layout import STDOUT, VERSION_FRAME_CPU, VERSION_PLAIN, VERSION_STACKS, VERSION_ZSTD
+from profiler.format.container.layout import with_index
 from profiler.format.container.writer import CaptureWriter
 from profiler.names import KERNEL_DSO
 from profiler.record import kallsyms, metadata, perf_event, synth
@@ -302,10 +303,8 @@ class Recorder:
         return metadata.build_header(target=self._target_dict(), events=events, cmdline=cmdline,
                                      clockid=self.opts.clockid)
 
-    def _layout(self) -> tuple[R.SampleLayout, int]:
-        first = self.events[0]
-        layout = R.SampleLayout.from_attr(attr_to_dict(first.attr), sys.byteorder)
-        return layout, first.ids[0] if first.ids else 0
+    def _layouts(self) -> list[R.SampleLayout]:
+        return [R.SampleLayout.from_attr(attr_to_dict(e.attr), sys.byteorder) for e in self.events]
 
     def _kernel_wanted(self) -> bool:
         return any(not e.attr.exclude_kernel for e in self.events)
@@ -362,7 +361,8 @@ class Recorder:
                     live: bool = False) -> None:
         """The state before the first record: the kernel and the target processes (``live``:
         at a --switch-output switch, the command's process tree as it is now too)."""
-        layout, ident = self._layout()
+        layout, first = self._layouts()[0], self.events[0]
+        ident = first.ids[0] if first.ids else 0
         records: list[SimpleNamespace] = []
         if text_address is not None:
             records.extend(synth.kernel_records(text_address, modules_text, ident))
@@ -567,13 +567,13 @@ class Recorder:
         compress = self.opts.compress and (dwarf or self.opts.data_pages * self.page_size > SMALL_BUFFER)
         version = VERSION_ZSTD if compress else VERSION_PLAIN
         self.session.compress = compress
-        if dwarf:
-            from profiler.format.compact import compact_stacks  # numpy: only --call-graph dwarf needs it
+        split = False
+        if dwarf:  # numpy, and stack copies apart (format 4.0): only --call-graph dwarf needs them
+            from profiler.format.splitstacks import dwarf_compaction
 
-            layout, _ = self._layout()
-            self.session.compact = partial(compact_stacks, layout=layout)
+            self.session.compact, split = dwarf_compaction(self._layouts(), compress)
         version = VERSION_FRAME_CPU if not self.sample_cpu else version  # samples' CPU from their frame
-        version = with_index(version) if compress else version  # INDEX frames come with RAW_ZSTD ones
+        version = VERSION_STACKS if split else with_index(version) if compress else version  # + INDEX frames
         error: ProfilerError | None = None
         started = self._file_started = time.monotonic()
         # The handlers are in place before the capture file exists, as perf installs its own

@@ -302,7 +302,9 @@ class Session:
         # RAW_ZSTD frames (the default) or RAW ones (--no-compress, small buffers); --call-graph
         # dwarf's records are compacted first (always compressed)
         self.compress = False
-        self.compact: Callable[[bytes], bytes] | None = None
+        # --call-graph dwarf: the records compacted, or split into lean records and stack
+        # fields (profiler/format/splitstacks.py)
+        self.compact: Callable[[bytes], bytes | tuple[bytes, bytes]] | None = None
         self.overwrite = False  # --overwrite: backward buffers, read only for snapshots (record/flight.py)
         self.side: dict[int, tuple[int, mmap.mmap, RingBuffer]] = {}  # --overwrite: cpu -> side-band ring
         self.cgroup_fd: int | None = None  # -G: system-wide events count only this group (record/cgroups.py)
@@ -433,7 +435,7 @@ class Session:
         space back before the slow part, so a small buffer at a high rate loses less."""
         taken = [(cpu, ring.take()) for cpu, (_, _, ring) in self.rings.items()]
         scan, compact = self.stats.scan, self.compact
-        raws: list[tuple[int, bytes]] = []
+        raws: list[tuple[int, bytes | tuple[bytes, bytes]]] = []
         samples: list[int] = []  # per raw: its records when all are samples (INDEX frames)
         copied = 0
         for cpu, data in taken:
@@ -449,7 +451,7 @@ class Session:
         """--overwrite: the side-band rings' new records (maps, comms, tasks), per CPU."""
         return [(cpu, data) for cpu, (_, _, ring) in self.side.items() if (data := ring.take())]
 
-    def snapshot(self, read: Callable[[object], bytes]) -> list[tuple[int, bytes]]:
+    def snapshot(self, read: Callable[[object], bytes]) -> list[tuple[int, bytes | tuple[bytes, bytes]]]:
         """--overwrite: each CPU's buffer paused, its window read by ``read(buffer)``, resumed."""
         out = []
         for cpu, (fd, buf, _) in self.rings.items():

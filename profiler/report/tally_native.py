@@ -25,8 +25,8 @@ import numpy.typing as npt
 
 from profiler.format import records as R
 from profiler.errors import FormatError
-from profiler.format.container.codec import zstd_declared_size, zstd_decompress_into
-from profiler.format.container.inflate import raw_budget, skipped_note
+from profiler.format.container.codec import raw_zstd_parts, zstd_declared_size, zstd_decompress_into
+from profiler.format.container.inflate import damaged_note, raw_budget, skipped_note
 from profiler.format.container.layout import (
     FRAME_HEADER_SIZE,
     FRAME_INDEX,
@@ -296,6 +296,7 @@ class FrameStream:
         self.index = read_index(frames)
         self.buffer = bytearray()
         self.skipped: list[int] = []  # the first pass's: frames past the budget
+        self.damaged: list[str] = []  # and the warnings of frames whose two parts do not fit
         self.inflated: list[tuple[int, int, int]] = []  # (seq, stored, inflated bytes) of the others
 
     @classmethod
@@ -312,13 +313,20 @@ class FrameStream:
         capture's index counts are not inflated: they make chunks of their own, given
         without views (the second pass checks them: :func:`check_skimmed`)."""
         left = raw_budget(self.reader.size)
-        self.skipped, self.inflated = [], []
+        self.skipped, self.inflated, self.damaged = [], [], []
         chunk = StreamChunk([], [])
         size = 0
         for frame in self.frames:
+            part, declared, charge = frame.payload, None, None
+            if frame.kind == FRAME_RAW_ZSTD:
+                try:
+                    part, declared, charge = self._part(frame)
+                except FormatError as exc:
+                    self.damaged.append(damaged_note(frame.seq, exc))
+                    continue
             records = self.index.get(frame.seq, 0) if skim else 0
-            declared = zstd_declared_size(frame.payload) if records else None
-            skimmed = declared is not None and 8 * records <= declared <= left
+            skimmed = bool(records) and declared is not None and charge is not None and \
+                8 * records <= declared and charge <= left
             if chunk.frames and skimmed != chunk.skimmed:
                 yield self._chunk(chunk)
                 chunk, size = StreamChunk([], []), 0
@@ -328,17 +336,24 @@ class FrameStream:
                 n = declared
                 chunk.samples.append(records)
             elif frame.kind == FRAME_RAW_ZSTD:
-                inflated = zstd_decompress_into(frame.payload, functools.partial(self._room_at, at), left)
+                split = part is not frame.payload
+                room = functools.partial(self._room_at, at)
+                if split and (declared is None or charge is None or charge > left):
+                    inflated = None
+                else:
+                    inflated = zstd_decompress_into(part, room, declared if split and declared is not None else left)
                 if inflated is None:
                     self.skipped.append(frame.seq)
                     continue
                 n = inflated
+                charge = charge if split else n
             else:
                 n = len(frame.payload)
                 self._room(at + n)[at:at + n] = frame.payload
             if frame.kind == FRAME_RAW_ZSTD:
-                left -= n
-                self.inflated.append((frame.seq, len(frame.payload), n))
+                assert charge is not None
+                left -= charge
+                self.inflated.append((frame.seq, len(frame.payload), charge))
             chunk.frames.append(frame)
             chunk.lengths.append(n)
             size = at + n
@@ -347,6 +362,18 @@ class FrameStream:
                 chunk, size = StreamChunk([], []), 0
         if chunk.frames:
             yield self._chunk(chunk)
+
+    @staticmethod
+    def _part(frame: FileFrame) -> tuple[memoryview, int | None, int | None]:
+        """What the stream inflates of a stored RAW_ZSTD frame — the whole, or with its samples'
+        stack copies apart (FLAG_STACKS) its lean records only: a report that reads the stream
+        never unwinds — that part's declared size, and what the frame inflates to in all (what
+        counts against the budget, as the reader's own inflation counts it); sizes None when
+        not declared."""
+        parts = raw_zstd_parts(frame.payload, frame.flags)
+        sizes = [zstd_declared_size(p) for p in parts]
+        total = None if None in sizes else sum(s for s in sizes if s is not None)
+        return parts[0], sizes[0], total
 
     def _chunk(self, chunk: StreamChunk) -> tuple[StreamChunk, RecordViews | None, I64, I64]:
         if chunk.skimmed:
@@ -361,8 +388,8 @@ class FrameStream:
         for seq, stored, inflated in self.inflated:
             if seq not in done:  # a second tally of the same capture (other options) streams again
                 self.reader.inflated.add(seq, stored, inflated)
-        if self.skipped:
-            note = skipped_note(self.skipped, raw_budget(self.reader.size), self.reader.size)
+        notes = [skipped_note(self.skipped, raw_budget(self.reader.size), self.reader.size)] if self.skipped else []
+        for note in self.damaged + notes:
             if note not in self.reader.warnings:
                 self.reader.warn(note)
 
@@ -372,7 +399,7 @@ class FrameStream:
         for frame, length in zip(chunk.frames, chunk.lengths):
             at = size + (-size) % 8
             if frame.kind == FRAME_RAW_ZSTD:
-                n = zstd_decompress_into(frame.payload, functools.partial(self._room_at, at), length)
+                n = zstd_decompress_into(self._part(frame)[0], functools.partial(self._room_at, at), length)
                 if n != length:  # the same bytes inflated the first time
                     raise FormatError(f"compressed raw frame number {frame.seq} changed while reading.")
             else:

@@ -89,6 +89,23 @@ def zstd_decompress(data: memoryview, limit: int = MAX_FRAME_SIZE) -> bytes | No
     return b"".join(chunks)
 
 
+def raw_zstd_parts(payload: memoryview, flags: int) -> list[memoryview]:
+    """The zstd frames of a stored RAW_ZSTD frame's payload: the one, or with FLAG_STACKS
+    (format 4.0) the lean records' and the stack fields' (``u64`` length of the first, then
+    both); a payload that does not hold what its length says is a FormatError (saying why,
+    as the skip warning of :func:`~profiler.format.container.inflate.damaged_note` shows it)."""
+    from profiler.format.container.layout import FLAG_STACKS, STACKS_HEAD
+
+    if not flags & FLAG_STACKS:
+        return [payload]
+    if len(payload) < STACKS_HEAD.size:
+        raise FormatError("too short for its two parts")
+    first = STACKS_HEAD.unpack_from(payload)[0]
+    if first > len(payload) - STACKS_HEAD.size:
+        raise FormatError("its first part is longer than the frame")
+    return [payload[STACKS_HEAD.size:STACKS_HEAD.size + first], payload[STACKS_HEAD.size + first:]]
+
+
 def zstd_declared_size(data: memoryview) -> int | None:
     """The inflated size a compressed raw frame declares (the writer's always do), read from
     its header without inflating it; None when it declares none or is damaged (inflating it

@@ -14,8 +14,10 @@ the skipped frames: the records of the other frames are read as usual.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 
-from profiler.format.container.codec import zstd_decompress
+from profiler.errors import FormatError
+from profiler.format.container.codec import raw_zstd_parts, zstd_declared_size, zstd_decompress
 from profiler.format.container.layout import FRAME_HEAD, FRAME_HEADER_SIZE, FRAME_RAW, FRAME_RAW_ZSTD, pad8
 from profiler.format.container.scan import FileFrame
 from profiler.value import Value
@@ -46,13 +48,19 @@ def raw_budget(file_size: int) -> int:
     return RAW_INFLATE_BASE + RAW_INFLATE_PER_BYTE * file_size
 
 
+Join = Callable[[bytes, bytes], bytes]  # lean records and stack fields -> the records (splitstacks.py)
+
+
 def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFrame], inflated: Inflated,
-                      warnings: list[str]) -> tuple[mmap.mmap | bytes, list[FileFrame]]:
+                      warnings: list[str], join: Callable[[], Join] | None = None
+                      ) -> tuple[mmap.mmap | bytes, list[FileFrame]]:
     """Inflate the RAW_ZSTD frames of ``view`` (a whole capture whose frames start at
     ``frames_start``) into an unlinked temporary file laid out like the capture, with RAW
     frames in their place: the file mapped, and its frames (views into the map). Record file
     offsets (what the columnar decoder and the unwinder address) then work the same for both.
-    Frames past the budget (:func:`raw_budget`) are left out, with one warning."""
+    Frames past the budget (:func:`raw_budget`) are left out, with one warning. A frame with
+    its stack copies apart (FLAG_STACKS) is put back together by what ``join()`` gives; one
+    whose parts do not fit is left out with a warning of its own."""
     import tempfile
 
     budget = total = raw_budget(len(view))
@@ -64,21 +72,29 @@ def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFram
         spans: list[tuple[int, int, int, int, int, int]] = []  # kind, cpu, seq, off, len, flags
         for frame in frames:
             if frame.kind == FRAME_RAW_ZSTD:
-                out = zstd_decompress(frame.payload, budget)
+                try:
+                    parts = raw_zstd_parts(frame.payload, frame.flags)
+                    out, size = _joined(parts, budget, join) if len(parts) == 2 else (None, -1)
+                except FormatError as exc:
+                    warnings.append(damaged_note(frame.seq, exc))
+                    continue
+                if size < 0:
+                    out = zstd_decompress(frame.payload, budget)
+                    size = 0 if out is None else len(out)
                 if out is None:
                     skipped.append(frame.seq)
                     continue
                 payload: bytes | memoryview = out
-                kind = FRAME_RAW
-                budget -= len(out)
-                inflated.add(frame.seq, len(frame.payload), len(payload))
+                kind, flags = FRAME_RAW, 0
+                budget -= size
+                inflated.add(frame.seq, len(frame.payload), size)
             else:
-                payload, kind = frame.payload, frame.kind
-            head = FRAME_HEAD.pack(kind, frame.flags, frame.cpu, len(payload), frame.seq, 0)
+                payload, kind, flags = frame.payload, frame.kind, frame.flags
+            head = FRAME_HEAD.pack(kind, flags, frame.cpu, len(payload), frame.seq, 0)
             tmp.write(head)
             tmp.write(payload)
             tmp.write(b"\0" * pad8(len(payload)))
-            spans.append((kind, frame.cpu, frame.seq, pos, len(payload), frame.flags))
+            spans.append((kind, frame.cpu, frame.seq, pos, len(payload), flags))
             pos += FRAME_HEADER_SIZE + len(payload) + pad8(len(payload))
             del payload
         tmp.flush()
@@ -91,6 +107,26 @@ def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFram
     out_frames = [FileFrame(kind, cpu, seq, off, whole[off + FRAME_HEADER_SIZE:off + FRAME_HEADER_SIZE + length], flags)
                   for kind, cpu, seq, off, length, flags in spans]
     return data, out_frames
+
+
+def _joined(parts: list[memoryview], budget: int, join: Callable[[], Join] | None) -> tuple[bytes | None, int]:
+    """A FLAG_STACKS frame's records put back together, and the bytes its two parts inflate to
+    (what counts against the budget); (None, 0) past the budget."""
+    sizes = [zstd_declared_size(p) for p in parts]
+    if None in sizes or join is None:
+        raise FormatError("its two parts do not declare their sizes" if join else "nothing joins its parts")
+    total = sum(s for s in sizes if s is not None)
+    if total > budget:
+        return None, 0
+    lean, fields = (zstd_decompress(p, s or 0) for p, s in zip(parts, sizes))
+    if lean is None or fields is None:
+        raise FormatError("its parts inflate past the sizes they declare")
+    return join()(lean, fields), total
+
+
+def damaged_note(seq: int, why: FormatError) -> str:
+    """The warning for a compressed raw frame with its stack copies apart that cannot be read."""
+    return f"compressed raw frame number {seq} is damaged ({why}): skipped; the other frames were read."
 
 
 def skipped_note(seqs: list[int], budget: int, file_size: int) -> str:

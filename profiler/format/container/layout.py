@@ -22,8 +22,8 @@ KNOWN_META_KINDS = frozenset({"buildids", "kallsyms", "kernel", "lost", "modules
 MAGIC = b"\x7fPROFCAP"
 STDOUT = "-"  # the output path that means standard output, as in perf record -o -
 DEFAULT_CAPTURE = "profile.prof"  # what `profiler record` writes and every reader opens by default
-FORMAT_MAJOR = 3  # the newest version this reader reads
-FORMAT_MINOR = 1
+FORMAT_MAJOR = 4  # the newest version this reader reads
+FORMAT_MINOR = 0
 # What the writer puts in the file header: 1.1 for every capture that 1.x readers read
 # correctly, 2.0 for captures with RAW_ZSTD frames (a 1.x reader would skip them: samples
 # silently missing), which ``profiler record --call-graph dwarf`` writes; 3.0 for captures
@@ -32,6 +32,10 @@ FORMAT_MINOR = 1
 VERSION_PLAIN = (1, 1)
 VERSION_ZSTD = (2, 0)
 VERSION_FRAME_CPU = (3, 0)
+# 4.0: RAW_ZSTD frames with FLAG_STACKS (samples' stack copies apart: profiler/format/splitstacks.py;
+# a 3.x reader would read the two parts as one zstd frame), which ``profiler record
+# --call-graph dwarf`` writes. 4.0 includes everything 3.1 added.
+VERSION_STACKS = (4, 0)
 # Minor version 1 of 2.x and 3.x: INDEX frames (older readers skip them), which
 # ``profiler record`` writes with its RAW_ZSTD frames.
 INDEX_MINOR = 1
@@ -39,7 +43,7 @@ INDEX_MINOR = 1
 
 def with_index(version: tuple[int, int]) -> tuple[int, int]:
     """The version of a capture that carries INDEX frames, given the one it would have without."""
-    return (version[0], max(version[1], INDEX_MINOR)) if version >= VERSION_ZSTD else version
+    return (version[0], max(version[1], INDEX_MINOR)) if version in (VERSION_ZSTD, VERSION_FRAME_CPU) else version
 
 
 FILE_HEAD = struct.Struct("<8sHHII")  # magic, major, minor, header_len, crc32
@@ -68,10 +72,12 @@ FRAME_NAMES = {
     FRAME_INDEX: "index",
 }
 INDEX_ENTRY = struct.Struct("<II")  # the frame's seq, its records (all of them samples)
+STACKS_HEAD = struct.Struct("<Q")  # a FLAG_STACKS payload: the length of its first zstd frame
 NO_CPU = 0xFFFF
 
 # FileFrame flags.
 FLAG_ZLIB = 0x01  # the payload is zlib-compressed (META frames only, in format 1.0)
+FLAG_STACKS = 0x02  # RAW_ZSTD frames (4.0): u64 length, zstd(lean records), zstd(stack fields)
 COMPRESS_ABOVE = 4096  # META payloads larger than this are compressed
 
 MAX_HEADER_SIZE = 64 << 20

@@ -218,7 +218,7 @@ class _FrameWalk:
         first, length, seq = w[0:2 * n:2], w[1:2 * n:2], w[2:2 * n + 1:2][:n]
         kind, flags, cpu = first & 0xFF, (first >> 8) & 0xFF, first >> 16
         offsets = start + 8 * np.arange(n, dtype=np.int64)
-        ok = ((kind >= FRAME_RAW) & (kind <= FRAME_RAW_ZSTD) & ((flags & np.uint32(0xFE)) == 0)
+        ok = ((kind >= FRAME_RAW) & (kind <= FRAME_RAW_ZSTD) & ((flags & np.uint32(0xFC)) == 0)
               & ((cpu < _MAX_CPU) | (cpu == NO_CPU))
               & (offsets + FRAME_HEADER_SIZE + length.astype(np.int64) <= self.end)
               & (seq.astype(np.int64) > self.last_seq))

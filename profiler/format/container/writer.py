@@ -25,8 +25,10 @@ from profiler.format.container.layout import (
     FRAME_RAW_ZSTD,
     FRAME_ROUND,
     FRAME_SYNTH,
+    FLAG_STACKS,
     FRAME_TRAILER,
     INDEX_ENTRY,
+    STACKS_HEAD,
     MAGIC,
     MAX_FRAME_SIZE,
     NO_CPU,
@@ -234,8 +236,8 @@ class CaptureWriter:
     def write_round(self) -> None:
         self._frame(FRAME_ROUND, NO_CPU, ())
 
-    def write_pass(self, raws: Sequence[tuple[int, bytes | memoryview]], *, compressed: bool = False,
-                   samples: Sequence[int] = ()) -> None:
+    def write_pass(self, raws: Sequence[tuple[int, bytes | memoryview | tuple[bytes, bytes]]], *,
+                   compressed: bool = False, samples: Sequence[int] = ()) -> None:
         """One pass of the recorder: a RAW frame per ``(cpu, data)`` (RAW_ZSTD frames of
         compacted records with ``compressed``), then a ROUND marker, all with one ``writev``.
 
@@ -243,11 +245,18 @@ class CaptureWriter:
         ``write_round``; one system call instead of one per frame. If the disk fills up, the
         whole pass is cut back. ``samples``, one per raw with ``compressed``: how many records
         it holds when all of them are samples (0 otherwise); those go in an INDEX frame before
-        the ROUND marker (the caller gives format version ``with_index``)."""
+        the ROUND marker (the caller gives format version ``with_index``). A raw given as
+        (lean records, stack fields) (``splitstacks.split_stacks``, with ``compressed``) is
+        written as a RAW_ZSTD frame with FLAG_STACKS (format 4.0)."""
         kind = FRAME_RAW_ZSTD if compressed else FRAME_RAW
-        frames: list[tuple[int, int, tuple[bytes | memoryview, ...], int]] = [
-            (kind, cpu, (zstd_compress(data) if compressed else data,), 0) for cpu, data in raws
-        ]
+        frames: list[tuple[int, int, tuple[bytes | memoryview, ...], int]] = []
+        for cpu, data in raws:
+            if isinstance(data, tuple):
+                lean = zstd_compress(data[0])
+                frames.append((FRAME_RAW_ZSTD, cpu, (STACKS_HEAD.pack(len(lean)), lean, zstd_compress(data[1])),
+                               FLAG_STACKS))
+            else:
+                frames.append((kind, cpu, (zstd_compress(data) if compressed else data,), 0))
         if compressed and any(samples):
             entries = b"".join(INDEX_ENTRY.pack(self._seq + k, n) for k, n in enumerate(samples) if n > 0)
             frames.append((FRAME_INDEX, NO_CPU, (entries,), 0))

@@ -354,7 +354,8 @@ def cli_output(args: list[str], native: bool, monkeypatch: pytest.MonkeyPatch, c
     return run_main(capsys, *args)
 
 
-@pytest.mark.parametrize("name", ["small.prof", "format-3.1.prof", "format-3.0.prof", "format-2.0.prof",
+@pytest.mark.parametrize("name", ["small.prof", "format-4.0.prof", "format-3.1.prof", "format-3.0.prof",
+                                  "format-2.0.prof",
                                   pytest.param("offline-shares.prof", marks=pytest.mark.slow),
                                   "perf-6.1-zstd-two-events.data"])
 def test_every_output_is_the_same_with_the_extension_hidden(name: str, tmp_path: Path,

@@ -1,0 +1,143 @@
+"""Stack copies kept apart (format 4.0, profiler/format/splitstacks.py): the recorder's split and
+the reader's join give back the records byte for byte, the compiled join agrees with its
+Python reference on every input (damaged ones included), and a capture whose ``--call-graph
+dwarf`` frames are split reads exactly as the same capture written whole: every report, the
+unwound call graphs included, with the extension and without it. A frame whose two parts do
+not fit is skipped with one warning; the other frames are read."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tests.support.cli import run_main
+from tests.support.paths import CAPTURES
+
+from profiler.errors import FormatError
+from profiler.format.container.layout import FRAME_META, FRAME_RAW, FRAME_ROUND, FRAME_SYNTH, VERSION_STACKS
+from profiler.format.container.reader import CaptureReader
+from profiler.format.container.writer import CaptureWriter
+from profiler.format.events import EventTable
+from profiler.format.records import SampleLayout
+from profiler.format.splitstacks import join_stacks, join_stacks_python, split_stacks, stack_split_ok
+from profiler.native import kernels
+
+DWARF = CAPTURES / "format-2.0.prof"  # a real --call-graph dwarf recording, written whole
+COMMANDS = [("report",), ("report", "--no-children", "-g", "none"), ("report", "--format", "folded"),
+            ("script", "-F", "comm,tid,ip,sym")]
+
+
+def dwarf_frames() -> tuple[SampleLayout, list[bytes]]:
+    with CaptureReader.open(DWARF) as reader:
+        layout = EventTable.from_header(reader.header).events[0].layout
+        return layout, [bytes(f.payload) for f in reader.iter_frames() if f.kind == FRAME_RAW and f.payload]
+
+
+def split_copy(out: Path, spoil: Callable[[int, tuple[bytes, bytes]], tuple[bytes, bytes]] | None = None) -> Path:
+    """DWARF rewritten as format 4.0: its raw frames split (``spoil`` may change frame k's parts)."""
+    with CaptureReader.open(DWARF) as reader:
+        layout = EventTable.from_header(reader.header).events[0].layout
+        writer = CaptureWriter.create(out, reader.header, VERSION_STACKS)
+        k = 0
+        for frame in reader.iter_frames():
+            if frame.kind == FRAME_RAW:
+                parts = split_stacks(frame.payload, layout)
+                assert parts is not None
+                writer.write_pass([(frame.cpu, spoil(k, parts) if spoil else parts)], compressed=True)
+                k += 1
+            elif frame.kind == FRAME_SYNTH:
+                writer.write_synth(frame.payload)
+            elif frame.kind == FRAME_META:
+                writer.write_meta(*frame.meta())
+            elif frame.kind == FRAME_ROUND:
+                writer.write_round()
+        writer.close(reader.trailer)
+    return out
+
+
+def test_split_and_join_give_back_every_record() -> None:
+    layout, frames = dwarf_frames()
+    assert len(frames) > 3 and stack_split_ok([layout])
+    for buf in frames:
+        parts = split_stacks(buf, layout)
+        assert parts is not None
+        lean, fields = parts
+        assert len(lean) + len(fields) > len(buf) and len(lean) * 5 < len(buf)  # the stacks went
+        assert join_stacks_python(lean, fields, layout) == buf
+        assert join_stacks(lean, fields, layout) == buf
+
+
+@pytest.mark.skipif(kernels() is None, reason="the compiled kernels are not built")
+@pytest.mark.parametrize("seed", range(6))
+def test_the_compiled_join_agrees_with_python_on_damaged_parts(seed: int) -> None:
+    layout, frames = dwarf_frames()
+    rnd = random.Random(seed)
+    module = kernels()
+    for _ in range(60):
+        lean, fields = split_stacks(rnd.choice(frames), layout) or (b"", b"")
+        lean, fields = bytearray(lean), bytearray(fields)
+        for _ in range(rnd.randint(1, 4)):
+            target = lean if rnd.random() < 0.5 else fields
+            if not target:
+                continue
+            roll = rnd.random()
+            at = rnd.randrange(len(target))
+            if roll < 0.6:
+                target[at] = rnd.randrange(256)
+            elif roll < 0.8:
+                del target[at - at % 8:]
+            else:
+                target[at:at] = bytes(8)
+        try:
+            want: bytes | None = join_stacks_python(bytes(lean), bytes(fields), layout)
+        except FormatError:
+            want = None
+        assert module.join_stacks(bytes(lean), bytes(fields), *_words(layout)) == want
+
+
+def _words(layout: SampleLayout) -> tuple[int, int, int]:
+    from profiler.format.splitstacks import stack_words
+
+    return stack_words(layout)
+
+
+def test_layouts_that_cannot_be_split() -> None:
+    layout, _ = dwarf_frames()
+    other = SampleLayout(layout.sample_type, sample_regs_user=layout.sample_regs_user >> 1)
+    assert not stack_split_ok([layout, other])
+    assert not stack_split_ok([SampleLayout(layout.sample_type & ~(1 << 13))])  # no STACK_USER
+    assert not stack_split_ok([])
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_split_capture_reads_as_the_whole_one(native: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    if native and kernels() is None:
+        pytest.skip("the compiled kernels are not built")
+    monkeypatch.setenv("PROFILER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PROFILER_NO_NATIVE", "0" if native else "1")
+    split = split_copy(tmp_path / "split.prof")
+    assert split.stat().st_size < DWARF.stat().st_size * 1.1
+    for command in COMMANDS:
+        whole = run_main(capsys, *command, "-i", str(DWARF))
+        assert whole[0] == 0 and whole[1].count("\n") > 2, (command, whole)
+        assert run_main(capsys, *command, "-i", str(split)) == whole, command
+
+
+def test_a_frame_whose_parts_do_not_fit_is_skipped_with_one_warning(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROFILER_CACHE_DIR", str(tmp_path / "cache"))
+
+    def short_fields(k: int, parts: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+        return (parts[0], parts[1][:-8]) if k == 1 else parts
+
+    spoiled = split_copy(tmp_path / "spoiled.prof", short_fields)
+    code, out, err = run_main(capsys, "report", "--format", "folded", "-i", str(spoiled))
+    assert code == 0 and out
+    assert err.count("is damaged (its samples and their stack copies do not fit together): skipped") == 1, err
+    whole = run_main(capsys, "report", "--format", "folded", "-i", str(DWARF))[1]
+    total = sum(int(line.rsplit(" ", 1)[1]) for line in whole.splitlines())
+    assert 0 < sum(int(line.rsplit(" ", 1)[1]) for line in out.splitlines()) < total
