@@ -32,7 +32,6 @@ from profiler.symbols.demangle import demangle
 from profiler.symbols.dso import DsoSymbols, SymbolStatus
 from profiler.symbols.kallsyms import KernelSymbols
 from profiler.names import KERNEL_DSO, PYTHON_PREFIX
-from profiler.symbols.jitsources import lineage
 from profiler.symbols.perfmap import parse_perf_map, perf_map_path
 from profiler.symbols.srcline import LineTable, line_table_of
 from profiler.symbols.table import SymbolTable
@@ -396,6 +395,8 @@ class SymbolResolver:
     def _jit_lookup(self, pid: int, addr: int) -> tuple[int, tuple[str, int] | None]:
         """The JIT symbol at ``addr`` in the process's map, else in the map of the process it
         forked from (a forked child runs its parent's JIT code but starts an empty map)."""
+        from profiler.symbols.jitsources import lineage  # JIT modules load only for JIT code
+
         for p in lineage(pid, self.parents):
             table = self._perf_map(p)
             hit = table.lookup(addr) if table is not None else None
