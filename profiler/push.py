@@ -22,7 +22,8 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 
 from profiler.errors import ProfilerError
 

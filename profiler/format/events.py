@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from typing import Any, Protocol
 
 from profiler.errors import FormatError

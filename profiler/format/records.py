@@ -21,7 +21,8 @@ is checked against the bytes that are really there.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
+from profiler.dataclass import dataclass
 from typing import Any, ClassVar
 
 from profiler.errors import FormatError

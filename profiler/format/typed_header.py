@@ -11,7 +11,8 @@ field raises here. docs/format.md lists what each key means.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any
 
 

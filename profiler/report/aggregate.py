@@ -8,7 +8,8 @@ summed with numpy over groups of identical (stack, sample attributes), never per
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import TextIO
 

@@ -12,7 +12,8 @@ split around it, as the kernel's own VMA list would be after ``mmap(MAP_FIXED)``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 
 import numpy as np
 import numpy.typing as npt

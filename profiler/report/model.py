@@ -25,7 +25,8 @@ given and opens no file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Literal
 
 import numpy as np

@@ -17,7 +17,8 @@ event, so every command, renderer and exporter takes them unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from profiler.dataclass import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np

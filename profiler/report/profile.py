@@ -11,7 +11,8 @@ leaf first, exactly as perf's callchains are ordered.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np

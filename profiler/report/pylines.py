@@ -21,7 +21,8 @@ lines are right in their *shares*, not sample by sample (docs/python.md measures
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 
 import numpy as np
 import numpy.typing as npt

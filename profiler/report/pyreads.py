@@ -12,7 +12,8 @@ object's fields of the wrong type make that code unknown (its frames get no line
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np

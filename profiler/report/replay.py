@@ -25,7 +25,8 @@ sample's map generation and comm are found for all samples at once with one sear
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np

@@ -17,7 +17,8 @@ DSO with their offset, as perf shows them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import Protocol
 

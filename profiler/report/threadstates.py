@@ -12,7 +12,8 @@ blocked interval is also credited to the thread whose wake-up ended it (``woken_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np

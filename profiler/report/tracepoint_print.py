@@ -14,7 +14,8 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any
 
 from profiler.format.tracepoint import TraceFormat, Value, decode_field, dynamic_span

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np

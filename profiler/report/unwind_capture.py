@@ -5,7 +5,8 @@ unwound stacks pass through, and their rule tables to pack) and ``profiler build
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np

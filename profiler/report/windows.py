@@ -17,7 +17,8 @@ never wrong: in the worst case one window holds everything.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np

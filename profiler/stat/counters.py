@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from pathlib import Path
 
 from profiler.errors import EventError, PermissionDeniedError, ProfilerError, RecordError

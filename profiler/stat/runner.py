@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from types import FrameType
 from typing import TextIO
 

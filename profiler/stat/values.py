@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 
 from profiler.format.records import ReadValues
 

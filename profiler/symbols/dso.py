@@ -16,7 +16,7 @@ import enum
 import errno
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import Any
 

@@ -23,7 +23,7 @@ keeps each FDE's offset in the section. Damaged data raises :class:`EhFrameError
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 
 import numpy as np
 import numpy.typing as npt

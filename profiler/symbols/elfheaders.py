@@ -8,7 +8,7 @@ from a file, :mod:`.plt` reads sections through them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np

@@ -22,7 +22,8 @@ addresses wrap nowhere. 3.13.0 writes 0 as ``elf_mach``: it is not checked.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 
 from profiler.errors import FormatError
 

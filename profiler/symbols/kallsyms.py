@@ -18,7 +18,8 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any
 
 import msgpack

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 

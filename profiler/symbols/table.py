@@ -27,7 +27,7 @@ Rules applied by :meth:`SymbolTable.build` (the same for every symbol source):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 
 import numpy as np
 import numpy.typing as npt

@@ -27,7 +27,8 @@ import io
 import struct
 import zipfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any, ClassVar
 
 import numpy as np

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from types import ModuleType
 from typing import Any, Protocol
 

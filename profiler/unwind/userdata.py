@@ -9,7 +9,7 @@ stack copies stay in the memory-mapped capture and are addressed by file offset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 
 import numpy as np
 import numpy.typing as npt

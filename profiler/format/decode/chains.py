@@ -9,7 +9,7 @@ is ~50 bytes a sample whatever the depth, and the reporter symbolizes each chain
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 
 import numpy as np
 import numpy.typing as npt

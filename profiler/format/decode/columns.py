@@ -39,7 +39,8 @@ of the capture are :class:`OtherRecord` objects, and :class:`CaptureData` holds 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 
 import numpy as np
 import numpy.typing as npt

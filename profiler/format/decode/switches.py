@@ -16,7 +16,7 @@ trailer with TID and TIME (so a record's event does not matter); otherwise
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 
 import numpy as np
 import numpy.typing as npt

@@ -11,7 +11,7 @@ perf.data file: the same records give the same report.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import Any
 

@@ -28,7 +28,8 @@ Sections read (``HEADER_*`` bit numbers):
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any
 
 from profiler.format.attr import FLAG_BITS

@@ -28,7 +28,7 @@ from __future__ import annotations
 import mmap
 import struct
 import tempfile
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import IO, Any
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 
 import numpy as np
 import numpy.typing as npt

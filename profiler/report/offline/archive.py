@@ -34,7 +34,8 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 

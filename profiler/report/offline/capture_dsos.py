@@ -19,7 +19,8 @@ from the capture's header (through the format's decoder), never from the host.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any, TextIO
 
 import numpy as np

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import Any
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from typing import TextIO
 
 from profiler.errors import UsageError

@@ -19,7 +19,7 @@ Weighted diff's number, which stays right-aligned (and a Weighted diff of 0, lef
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from functools import partial
 from typing import TextIO
 

@@ -20,7 +20,7 @@ import html
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from importlib import resources
 from typing import Literal, TextIO
 

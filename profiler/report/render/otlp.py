@@ -32,7 +32,8 @@ one value and no timestamp.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+from profiler.dataclass import dataclass
 from typing import Any, BinaryIO
 
 from profiler import __version__

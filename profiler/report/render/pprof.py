@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Sequence
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from typing import Any, BinaryIO
 
 from profiler.report.render import utf8

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from typing import Any, Literal, TextIO
 
 from profiler.report.render import utf8

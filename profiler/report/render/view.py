@@ -20,7 +20,7 @@ import html
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 from typing import Any, TextIO
 
 import numpy as np
