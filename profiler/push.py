@@ -23,8 +23,8 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import field
-from profiler.dataclass import dataclass
 
+from profiler.dataclass import dataclass
 from profiler.errors import ProfilerError
 
 OTLP_PROFILES_PATH = "/v1development/profiles"

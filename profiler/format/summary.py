@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.attr import FLAG_BITS
 from profiler.format.decode.decoder import load_capture

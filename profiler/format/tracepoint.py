@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import field
-from profiler.dataclass import dataclass
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 
 Value = int | str | bytes | list[int]

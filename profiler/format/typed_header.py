@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
+
+from profiler.dataclass import dataclass
 
 
 @dataclass(frozen=True)

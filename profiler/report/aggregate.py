@@ -9,13 +9,13 @@ summed with numpy over groups of identical (stack, sample attributes), never per
 from __future__ import annotations
 
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import ranges
+from profiler.dataclass import dataclass
 from profiler.report.profile import Profile, cgroup_column, cgroup_id_text, cgroup_name, cgroup_ns_column
 
 I64 = npt.NDArray[np.int64]

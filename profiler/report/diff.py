@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import field, replace
-from profiler.dataclass import dataclass
 
+from profiler.dataclass import dataclass
 from profiler.errors import UsageError
 from profiler.report.aggregate import ReportRow, ReportRows
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.errors import UsageError
 from profiler.format.container.layout import DEFAULT_CAPTURE
 

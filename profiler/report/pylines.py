@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import field
-from profiler.dataclass import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.pylinetable import NO_LINE
 from profiler.report.capture import Capture, metadata_of
 from profiler.names import PYTHON_PREFIX

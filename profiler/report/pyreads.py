@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.pylinetable import NO_LINE, line_at, line_ranges
 
 I64 = npt.NDArray[np.int64]

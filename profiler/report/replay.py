@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.abi import CGROUP_NS_INDEX
 from profiler.format.decode.columns import OtherRecord

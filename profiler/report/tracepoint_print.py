@@ -15,9 +15,9 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
+from profiler.dataclass import dataclass
 from profiler.format.tracepoint import TraceFormat, Value, decode_field, dynamic_span
 
 _TOKEN_RE = re.compile(

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np
 
 from profiler.arrays import ranges
+from profiler.dataclass import dataclass
 from profiler.format.decode.columns import CaptureData
 from profiler.format.container.reader import CaptureReader
 from profiler.report.replay import replay

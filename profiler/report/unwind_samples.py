@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import distinct, ranges
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.decode.chains import CONTEXT_USER, ChainStore
 from profiler.format.decode.columns import SampleColumns

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.decode.chains import ChainStore
 from profiler.format.decode.columns import ChainTable, SampleColumns
 from profiler.report.assemble import Counts, Selected, assemble, entry_mask, make_resolver

@@ -16,9 +16,9 @@ from __future__ import annotations
 import errno
 import os
 from dataclasses import field
-from profiler.dataclass import dataclass
 from pathlib import Path
 
+from profiler.dataclass import dataclass
 from profiler.errors import EventError, PermissionDeniedError, ProfilerError, RecordError
 from profiler.format import records as R
 from profiler.format.attr import (

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 from profiler.dataclass import dataclass
-
 from profiler.format.attr import PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE
 from profiler.record.events import HARDWARE_EVENTS, SOFTWARE_EVENTS, EventSpec
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from profiler.dataclass import dataclass
-
 from profiler.errors import UsageError
 
 MIN_INTERVAL_MS = 10  # perf's lower bound for -I

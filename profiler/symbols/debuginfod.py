@@ -29,10 +29,10 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import field
-from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import IO
 
+from profiler.dataclass import dataclass
 from profiler.format.buildid import read_build_id
 from profiler.cache import cache_dir
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import struct
 from dataclasses import field
-from profiler.dataclass import dataclass
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 
 MAGIC = 0x4A695444  # "JiTD" as a native u32 (little-endian writer)

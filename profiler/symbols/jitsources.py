@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 from profiler.symbols.jitdump import JitDump
 from profiler.symbols.table import SymbolTable

@@ -19,12 +19,12 @@ import bisect
 import os
 from collections.abc import Mapping
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
 import msgpack
 import numpy as np
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError, ReportError
 from profiler.cache import cache_dir
 from profiler.format.kallsyms import all_zero, iter_text_symbols, last_listed, table_end

@@ -45,10 +45,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError, ReportError
 from profiler.format.buildid import is_build_id, kernel_build_id
 from profiler.format.localfile import contained, open_regular

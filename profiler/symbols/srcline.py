@@ -23,12 +23,12 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable, Mapping
-from profiler.dataclass import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 from profiler.format.buildid import is_build_id
 from profiler.symbols.elf import ElfError, ElfFile

@@ -28,11 +28,12 @@ import struct
 import zipfile
 import zlib
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+
+from profiler.dataclass import dataclass
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]

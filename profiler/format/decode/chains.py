@@ -9,12 +9,11 @@ is ~50 bytes a sample whatever the depth, and the reporter symbolizes each chain
 
 from __future__ import annotations
 
-from profiler.dataclass import dataclass
-
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import odd_multipliers, ranges
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.decode.columns import ChainTable
 

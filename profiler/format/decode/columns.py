@@ -40,13 +40,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import ranges
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.decode.switches import SwitchColumns
 from profiler.format.events import EventTable

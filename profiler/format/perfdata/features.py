@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import struct
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any
 
+from profiler.dataclass import dataclass
 from profiler.format.attr import FLAG_BITS
 from profiler.format.perfdata.tracing import TracingDataError, parse_tracing_data
 

@@ -29,11 +29,11 @@ import struct
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import field
-from profiler.dataclass import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.perfdata.features import (
     ATTR_SIZE_VER0,
     MAX_ATTR_SIZE,

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import field
-from profiler.dataclass import dataclass
 from typing import Any, TextIO
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.decode.chains import CONTEXT_KERNEL, CONTEXT_USER, cpumode_context, split_callchains
 from profiler.format.decode.columns import CaptureData, SampleColumns
 from profiler.format.decode.decoder import load_capture

@@ -20,10 +20,10 @@ import html
 import json
 import re
 from collections.abc import Iterable, Sequence
-from profiler.dataclass import dataclass
 from importlib import resources
 from typing import Literal, TextIO
 
+from profiler.dataclass import dataclass
 from profiler.report.render import utf8
 from profiler.errors import UsageError
 from profiler.names import UNKNOWN
