@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from profiler.dataclass import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.errors import UsageError
 from profiler.format import records as R
 from profiler.format.attr import PERF_TYPE_TRACEPOINT
@@ -35,8 +35,8 @@ from profiler.format.typed_header import CaptureHeader
 if TYPE_CHECKING:
     from profiler.format.decode.columns import SampleColumns
     from profiler.report.capture import Capture
+    from profiler.format.tracepoint import TraceFormat, Value
     from profiler.report.options import LoadOptions
-from profiler.format.tracepoint import TraceFormat, Value, formats_from_meta
 
 
 def is_tracepoint(header: CaptureHeader, index: int) -> bool:
@@ -50,6 +50,8 @@ def is_tracepoint(header: CaptureHeader, index: int) -> bool:
 
 def trace_format(reader: CaptureReader, event: str) -> TraceFormat | None:
     """The stored ``format`` of a tracepoint event of the capture (None: not stored)."""
+    from profiler.format.tracepoint import formats_from_meta  # only for a tracepoint event (start-up)
+
     entries: list[object] = []
     for meta in reader.metadata("tracepoint_formats"):
         entries.extend(meta.get("entries") or [])
