@@ -22,7 +22,6 @@ from profiler.dataclass import dataclass
 from profiler.format.pylinetable import NO_LINE, line_at, line_ranges
 
 I64 = npt.NDArray[np.int64]
-KIND = "python_lines"
 MAX_NAME = 4096
 MAX_TABLE = 1 << 20
 

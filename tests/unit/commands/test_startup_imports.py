@@ -73,3 +73,10 @@ def test_help_loads_no_report_code(tmp_path: Path) -> None:
     mods = loaded(tmp_path, "--help")
     assert "click" in mods
     assert not {m for m in mods if m == "numpy" or m.startswith(("profiler.report", "profiler.format.records"))}
+
+
+def test_a_flame_graph_reads_its_assets_without_importlib_resources(tmp_path: Path, capture: Path) -> None:
+    mods = loaded(tmp_path, "flamegraph", "-i", str(capture), "-o", str(tmp_path / "f.html"))
+    assert "profiler.report.render.flamegraph" in mods
+    assert not mods & {"importlib.resources", "zipfile", "tempfile"}
+    assert "</html>" in (tmp_path / "f.html").read_text()  # the page, its assets inlined
