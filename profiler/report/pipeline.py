@@ -66,7 +66,7 @@ from profiler.report.profile import Profile, stack_profile
 from profiler.report.pylines import capture_reads
 from profiler.report.replay import ReplayResult, replay
 from profiler.report.tally import Tally, check_cpu_filter
-from profiler.report.tracepoints import event_payloads, filter_mask, parse_trace_filter
+from profiler.report.tracepoints import event_payloads
 
 if TYPE_CHECKING:
     from profiler.format.abi import SampleLayout
@@ -233,6 +233,8 @@ def _from_whole(options: LoadOptions, capture: Capture, index: int, say: Progres
                         cgroup_ns=None if rep.sample_cgroup_ns is None else rep.sample_cgroup_ns[mask])
     tfmt, selected.raw = event_payloads(capture, index, selected.samples, options)
     if tfmt is not None and selected.raw is not None and options.filters.trace:
+        from profiler.report.tracefilter import filter_mask, parse_trace_filter
+
         selected = selected.take(filter_mask(tfmt, parse_trace_filter(options.filters.trace), selected.raw,
                                              capture.byte_order))
     return _unwound_and_assembled(options, capture, index, index, selected, data, rep, counts, tfmt, say)

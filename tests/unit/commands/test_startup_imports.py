@@ -26,12 +26,13 @@ print(" ".join(sys.modules))
 """
 
 # Only --debuginfod/$DEBUGINFOD_URLS (tempfile, random, shutil, bz2), MiniDebugInfo (lzma), a
-# JSON or CSV report, JIT code, tracepoint events, source lines or DWARF stacks need these.
+# JSON or CSV report, JIT code, tracepoint events, --trace-filter, source lines or DWARF stacks
+# need these.
 NOT_FOR_A_TABLE = {
     "tempfile", "random", "shutil", "bz2", "lzma", "json", "csv",
     "profiler.symbols.jitdump", "profiler.symbols.jitsources",
     "profiler.report.render.jsonout", "profiler.report.render.csvout",
-    "profiler.format.tracepoint", "profiler.symbols.srcline",
+    "profiler.format.tracepoint", "profiler.report.tracefilter", "profiler.symbols.srcline",
     "profiler.unwind.arch", "profiler.format.regs", "profiler.report.unwind_samples",
 }
 
