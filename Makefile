@@ -126,6 +126,13 @@ bench: bench-pylines
 bench-pylines: venv
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_pylines.py
 
+# start-up of the everyday commands: import time (ours, numpy, click, the rest) and wall time;
+# CAPTURE=path reports on that capture instead of recording one (issue #28, item 5)
+.PHONY: bench-startup
+bench: bench-startup
+bench-startup: venv fixtures
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_startup.py $(if $(CAPTURE),--capture $(CAPTURE))
+
 bench-diff: venv fixtures
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_diff.py
 

@@ -22,8 +22,9 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from profiler.dataclass import dataclass
 from profiler.errors import ProfilerError
 
 OTLP_PROFILES_PATH = "/v1development/profiles"

@@ -19,7 +19,6 @@ from profiler.report.options import (
 )
 from profiler.errors import UsageError
 from profiler.report.model import WALL_EVENT
-from profiler.report.tracepoints import parse_trace_filter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -123,6 +122,8 @@ def load_options_from_cli(input_: str, comm: str | None = None, pid: str | None 
         event=event,
     )
     if trace_filter is not None:
+        from profiler.report.tracefilter import parse_trace_filter  # only with the option (start-up)
+
         parse_trace_filter(trace_filter)  # a usage error now, not after decoding
     return LoadOptions.with_symbols(symbols, input=input_, filters=filters, demangle=not no_demangle, inline=inline,
                                     python_frames=python_frames)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 from profiler.format import records as R
 

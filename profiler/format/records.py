@@ -21,9 +21,10 @@ is checked against the bytes that are really there.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any, ClassVar
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 from profiler.format.abi import *  # noqa: F403  the constants and layouts, re-exported
 from profiler.format.abi import BODY_SPECS, popcount

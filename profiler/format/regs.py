@@ -11,7 +11,7 @@ The unwinder works on DWARF register numbers (the psABI's numbering, used by CFI
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from profiler.dataclass import dataclass
 
 PERF_SAMPLE_REGS_ABI_NONE = 0
 PERF_SAMPLE_REGS_ABI_32 = 1

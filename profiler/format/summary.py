@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.attr import FLAG_BITS
 from profiler.format.decode.decoder import load_capture

@@ -15,8 +15,9 @@ high 16 bits its length (``__rel_loc``: the offset counts from the end of the fi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 
 Value = int | str | bytes | list[int]

@@ -11,8 +11,10 @@ field raises here. docs/format.md lists what each key means.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from profiler.dataclass import dataclass
 
 
 @dataclass(frozen=True)

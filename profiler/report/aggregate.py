@@ -8,13 +8,14 @@ summed with numpy over groups of identical (stack, sample attributes), never per
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import ranges
+from profiler.dataclass import dataclass
 from profiler.report.profile import Profile, cgroup_column, cgroup_id_text, cgroup_name, cgroup_ns_column
 
 I64 = npt.NDArray[np.int64]

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 
+from profiler.dataclass import dataclass
 from profiler.errors import ReportError
 from profiler.report.profile import Profile
 from profiler.symbols.dso import build_ids_match

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.errors import ReportError
 from profiler.format.decode.columns import SampleColumns
-from profiler.format.tracepoint import TraceFormat
 from profiler.report.capture import Capture
 from profiler.report.options import Filters, LoadOptions, time_mask
 from profiler.report.profile import Profile
@@ -32,6 +32,7 @@ from profiler.report.stacks import dedupe_stacks, filter_by_leaf, resolve_stacks
 from profiler.names import KERNEL_DSO
 
 if TYPE_CHECKING:
+    from profiler.format.tracepoint import TraceFormat
     from profiler.report.unwind_samples import UnwindStats
     from profiler.symbols.sources import SymbolSources
 

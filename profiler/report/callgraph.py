@@ -16,8 +16,9 @@ node with several frames, perf's compressed callchain node.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from profiler.dataclass import dataclass
 from profiler.report.aggregate import ReportRows
 from profiler.report.profile import Profile
 

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
+from profiler.dataclass import dataclass
 from profiler.errors import UsageError
 from profiler.report.aggregate import ReportRow, ReportRows
 

@@ -27,8 +27,8 @@ import fnmatch
 import math
 import re
 import statistics
-from dataclasses import dataclass
 
+from profiler.dataclass import dataclass
 from profiler.errors import UsageError
 from profiler.report.diff import DiffData, DiffRow, Side
 

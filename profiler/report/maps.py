@@ -12,10 +12,11 @@ split around it, as the kernel's own VMA list would be after ``mmap(MAP_FIXED)``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 import numpy.typing as npt
+from profiler.dataclass import dataclass
 from profiler.names import KERNEL_DSO
 
 U64 = npt.NDArray[np.uint64]

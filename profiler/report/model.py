@@ -25,11 +25,12 @@ given and opens no file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from profiler.dataclass import dataclass
 from profiler.names import UNKNOWN
 
 #: How a frame was resolved. ``"unknown"`` is an address no map or symbol covered.

@@ -17,13 +17,14 @@ event, so every command, renderer and exporter takes them unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import dense_ids, ranges
+from profiler.dataclass import dataclass
 from profiler.errors import ReportError
 from profiler.format import records as R
 from profiler.format.decode.columns import CaptureData, SampleColumns

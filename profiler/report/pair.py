@@ -10,8 +10,9 @@ different architectures, no event in common, a side with no samples.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from profiler.dataclass import dataclass
 from profiler.errors import ReportError
 from profiler.report.capture import Capture, select_event
 from profiler.report.model import StackSet

@@ -66,11 +66,10 @@ from profiler.report.profile import Profile, stack_profile
 from profiler.report.pylines import capture_reads
 from profiler.report.replay import ReplayResult, replay
 from profiler.report.tally import Tally, check_cpu_filter
-from profiler.report.tracepoints import event_payloads, filter_mask, parse_trace_filter
-from profiler.unwind.arch import columns_for
-from profiler.unwind.userdata import has_user_stacks
+from profiler.report.tracepoints import event_payloads
 
 if TYPE_CHECKING:
+    from profiler.format.abi import SampleLayout
     from profiler.format.tracepoint import TraceFormat
     from profiler.report.unwind_samples import UnwindStats
     from profiler.report.windows import Totals
@@ -118,10 +117,22 @@ def needs_whole(options: LoadOptions, capture: Capture, index: int) -> bool:
     if capture.is_pseudo(index) or capture_reads(capture) is not None:  # Python lines: by time (report/pylines.py)
         return True
     ev = capture.events.events[index]
-    dwarf = options.callchains and has_user_stacks(ev.layout) and columns_for(capture.arch) is not None
+    dwarf = options.callchains and _unwinds(capture, ev.layout)
     cgroups = bool(ev.layout.sample_type & PERF_SAMPLE_CGROUP)  # the tally keeps no cgroup column
     return (reads_group(ev) or dwarf or cgroups or options.payloads or options.cgroup_ns
             or bool(options.filters.trace))
+
+
+def _unwinds(capture: Capture, layout: SampleLayout) -> bool:
+    """Whether an event's samples carry user stacks (``--call-graph dwarf``) that the unwinder
+    knows the capture's architecture of. The unwinder's modules load only for such a capture."""
+    from profiler.unwind.userdata import has_user_stacks
+
+    if not has_user_stacks(layout):
+        return False
+    from profiler.unwind.arch import columns_for
+
+    return columns_for(capture.arch) is not None
 
 
 def load_events(options: LoadOptions, warn: Warn, capture: Capture | None = None,
@@ -222,6 +233,8 @@ def _from_whole(options: LoadOptions, capture: Capture, index: int, say: Progres
                         cgroup_ns=None if rep.sample_cgroup_ns is None else rep.sample_cgroup_ns[mask])
     tfmt, selected.raw = event_payloads(capture, index, selected.samples, options)
     if tfmt is not None and selected.raw is not None and options.filters.trace:
+        from profiler.report.tracefilter import filter_mask, parse_trace_filter
+
         selected = selected.take(filter_mask(tfmt, parse_trace_filter(options.filters.trace), selected.raw,
                                              capture.byte_order))
     return _unwound_and_assembled(options, capture, index, index, selected, data, rep, counts, tfmt, say)
@@ -309,9 +322,12 @@ def _unwind_dwarf(options: LoadOptions, capture: Capture, data: CaptureData, ind
     """For an event recorded with ``--call-graph dwarf``: unwind every row's user stack and
     put the unwound frames into its callchain (in place). None for other events."""
     layout = data.events.events[index].layout
-    cols = columns_for(capture.arch)
-    if not has_user_stacks(layout) or cols is None or not len(rows.samples):
+    if not len(rows.samples) or not _unwinds(capture, layout):
         return None
+    from profiler.unwind.arch import columns_for
+
+    cols = columns_for(capture.arch)
+    assert cols is not None  # _unwinds checked it
     from profiler.report.unwind_samples import unwind_rows  # imported only for a capture that needs it
     from profiler.unwind.jitcode import JitCodeOf
 

@@ -11,15 +11,15 @@ leaf first, exactly as perf's callchains are ordered.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.decode.columns import SampleColumns
 from profiler.format.typed_header import CaptureHeader
-from profiler.format.tracepoint import TraceFormat
 from profiler.report.model import (
     INLINED_SUFFIX,
     Frame,
@@ -34,6 +34,7 @@ from profiler.report.model import (
 from profiler.report.resolver import FrameInfo, FrameTable, SymbolResolver
 
 if TYPE_CHECKING:
+    from profiler.format.tracepoint import TraceFormat
     from profiler.report.unwind_samples import UnwindStats
 
 I64 = npt.NDArray[np.int64]

@@ -21,22 +21,27 @@ lines are right in their *shares*, not sample by sample (docs/python.md measures
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.pylinetable import NO_LINE
 from profiler.report.capture import Capture, metadata_of
 from profiler.names import PYTHON_PREFIX
 from profiler.report.profile import Profile, StackTable
-from profiler.report.pyreads import KIND, PyReads, load_reads, nearest_reads
 from profiler.report.resolver import FrameInfo
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from profiler.report.pyreads import PyReads
 
 I64 = npt.NDArray[np.int64]
 PREFIX = PYTHON_PREFIX
 EVAL = "_PyEval_EvalFrameDefault"
 PYTHON_KIND = "python"
+KIND = "python_lines"  # the metadata kind of the reads (record --python-lines)
 MAX_GAP_NS = 100_000_000
 
 
@@ -201,6 +206,8 @@ def attach_lines(profile: Profile, reads: PyReads) -> LineStats:
     stats = LineStats(warnings=list(reads.warnings))
     if profile.weight is not None or not len(profile.stack):
         return stats  # tallied rows have no time per sample: the pipeline decodes whole for lines
+    from profiler.report.pyreads import nearest_reads
+
     s = profile.samples
     near = nearest_reads(reads, s.tid.astype(np.int64), s.time.astype(np.int64), MAX_GAP_NS)
     builder = _Builder(profile, reads, stats)
@@ -221,7 +228,13 @@ _loaded: weakref.WeakKeyDictionary[Capture, PyReads | None] = weakref.WeakKeyDic
 def capture_reads(capture: Capture) -> PyReads | None:
     """The capture's Python reads (None: it has none), read once per capture."""
     if capture not in _loaded:
-        _loaded[capture] = load_reads(metadata_of(capture.reader, (KIND,))[KIND])
+        payloads = metadata_of(capture.reader, (KIND,))[KIND]
+        if payloads:  # pyreads loads only for a capture that has reads (start-up)
+            from profiler.report.pyreads import load_reads
+
+            _loaded[capture] = load_reads(payloads)
+        else:
+            _loaded[capture] = None
     return _loaded[capture]
 
 

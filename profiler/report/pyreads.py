@@ -12,16 +12,16 @@ object's fields of the wrong type make that code unknown (its frames get no line
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.pylinetable import NO_LINE, line_at, line_ranges
 
 I64 = npt.NDArray[np.int64]
-KIND = "python_lines"
 MAX_NAME = 4096
 MAX_TABLE = 1 << 20
 

@@ -25,12 +25,13 @@ sample's map generation and comm are found for all samples at once with one sear
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.abi import CGROUP_NS_INDEX
 from profiler.format.decode.columns import OtherRecord

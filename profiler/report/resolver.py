@@ -17,14 +17,15 @@ DSO with their offset, as perf shows them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import distinct
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 from profiler.report.maps import Dso, DsoTable, MapSnapshot
 from profiler.symbols.sources import SymbolSources
@@ -32,12 +33,13 @@ from profiler.symbols.demangle import demangle
 from profiler.symbols.dso import DsoSymbols, SymbolStatus
 from profiler.symbols.kallsyms import KernelSymbols
 from profiler.names import KERNEL_DSO, PYTHON_PREFIX
-from profiler.symbols.jitsources import lineage
 from profiler.symbols.perfmap import parse_perf_map, perf_map_path
-from profiler.symbols.srcline import LineTable, line_table_of
 from profiler.symbols.table import SymbolTable
 from profiler.symbols.unnamed import is_unnamed
 from profiler.names import UNKNOWN
+
+if TYPE_CHECKING:
+    from profiler.symbols.srcline import LineTable
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -348,6 +350,8 @@ class SymbolResolver:
 
     def _line_table(self, dso_id: int, syms: DsoSymbols) -> LineTable | None:
         if dso_id not in self._line_tables:
+            from profiler.symbols.srcline import line_table_of  # only for source lines (--sort srcline, annotate)
+
             table: LineTable | None = None
             try:
                 table = line_table_of(syms, self.dsos[dso_id].build_id, self.line_cache_dir)
@@ -396,6 +400,8 @@ class SymbolResolver:
     def _jit_lookup(self, pid: int, addr: int) -> tuple[int, tuple[str, int] | None]:
         """The JIT symbol at ``addr`` in the process's map, else in the map of the process it
         forked from (a forked child runs its parent's JIT code but starts an empty map)."""
+        from profiler.symbols.jitsources import lineage  # JIT modules load only for JIT code
+
         for p in lineage(pid, self.parents):
             table = self._perf_map(p)
             hit = table.lookup(addr) if table is not None else None

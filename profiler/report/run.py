@@ -50,7 +50,6 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
     from profiler.report.callgraph import default_order
     from profiler.report.pipeline import end_progress, load_profile, require_samples
     from profiler.report.callgraph import PerfReport, build_call_graph
-    from profiler.report.render import csvout, jsonout, table, tabulated
     from profiler.tables import TABLE_FORMATS
 
     profile = load_profile(opts.load, opened, event, keep_cpu="cpu" in opts.sort, progress=progress)
@@ -76,9 +75,21 @@ def _report_event(opts: ReportOptions, out: TextIO, opened: Any, event: str | No
     with_graph = graph and opts.format in ("table", "json")
     report = PerfReport(flat, build_call_graph(profile, flat, order, opts.callchain_threshold) if with_graph else None)
     if opts.format in TABLE_FORMATS:
+        from profiler.report.render import tabulated
+
         tabulated.write(report, out, opts.format)  # the rows; call graphs are the table's and JSON's
-        return
-    {"json": jsonout.write, "csv": csvout.write}.get(opts.format, table.write)(report, out)
+    elif opts.format == "json":
+        from profiler.report.render import jsonout  # json, csv: only for their format (start-up)
+
+        jsonout.write(report, out)
+    elif opts.format == "csv":
+        from profiler.report.render import csvout
+
+        csvout.write(report, out)
+    else:
+        from profiler.report.render import table
+
+        table.write(report, out)
 
 
 def _thread_states(opts: ReportOptions, out: TextIO, opened: Any, warn: Warn) -> None:

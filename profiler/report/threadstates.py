@@ -12,13 +12,14 @@ blocked interval is also credited to the thread whose wake-up ended it (``woken_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import distinct
+from profiler.dataclass import dataclass
 from profiler.report.intervals import BLOCKED, BLOCKED_IO, DEAD, RUNNABLE, close_intervals
 from profiler.report.offcpu import INTERRUPT_WAKER, SwitchOuts, end_time, exits, switch_outs, wakers
 

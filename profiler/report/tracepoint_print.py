@@ -14,9 +14,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from profiler.dataclass import dataclass
 from profiler.format.tracepoint import TraceFormat, Value, decode_field, dynamic_span
 
 _TOKEN_RE = re.compile(

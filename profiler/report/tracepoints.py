@@ -1,23 +1,15 @@
-"""Tracepoint samples: their payloads (PERF_SAMPLE_RAW), fields and field filters.
+"""Tracepoint samples: their payloads (PERF_SAMPLE_RAW) and stored formats.
 
 The payloads come from the columnar decoder's RAW column (file offset and size of each
 sample's bytes). ``raw_payloads`` is the fallback for a decoder without it: the exact record
 decoder for the samples asked for only, walking the records in the columnar decoder's order
 so that its ``seq`` numbers name the same records.
 
-``--trace-filter`` selects samples by payload field with the kernel's event-filter syntax
-(``Documentation/trace/events.rst``): ``FIELD OP VALUE`` clauses, ``OP`` one of ``== != < <= >
->=`` for numbers and ``== != ~`` for strings (``~`` a glob), joined by ``&&`` and ``||``
-(``&&`` binds first)::
-
-    --trace-filter 'prev_comm == "sh" && next_pid != 0'
+``--trace-filter`` is :mod:`profiler.report.tracefilter`'s.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,8 +27,8 @@ from profiler.format.typed_header import CaptureHeader
 if TYPE_CHECKING:
     from profiler.format.decode.columns import SampleColumns
     from profiler.report.capture import Capture
+    from profiler.format.tracepoint import TraceFormat
     from profiler.report.options import LoadOptions
-from profiler.format.tracepoint import TraceFormat, Value, formats_from_meta
 
 
 def is_tracepoint(header: CaptureHeader, index: int) -> bool:
@@ -50,6 +42,8 @@ def is_tracepoint(header: CaptureHeader, index: int) -> bool:
 
 def trace_format(reader: CaptureReader, event: str) -> TraceFormat | None:
     """The stored ``format`` of a tracepoint event of the capture (None: not stored)."""
+    from profiler.format.tracepoint import formats_from_meta  # only for a tracepoint event (start-up)
+
     entries: list[object] = []
     for meta in reader.metadata("tracepoint_formats"):
         entries.extend(meta.get("entries") or [])
@@ -85,84 +79,6 @@ def raw_payloads(reader: CaptureReader, seqs: npt.NDArray[np.int64]) -> npt.NDAr
     out = np.empty(len(seqs), dtype=object)
     out[:] = [found.get(q, b"") for q in seqs.tolist()]
     return out
-
-
-# --- --trace-filter -----------------------------------------------------------------------------
-
-_CLAUSE_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(==|!=|<=|>=|<|>|~)\s*(.+?)\s*$")
-
-
-@dataclass(frozen=True)
-class Clause:
-    """One ``FIELD OP VALUE`` clause of ``--trace-filter``."""
-
-    field: str
-    op: str
-    value: str
-
-
-@dataclass(frozen=True)
-class TraceFilter:
-    """An OR of ANDs of clauses, as written."""
-
-    text: str
-    any_of: tuple[tuple[Clause, ...], ...]
-
-    @property
-    def fields(self) -> set[str]:
-        return {c.field for group in self.any_of for c in group}
-
-    def check(self, fmt: TraceFormat) -> None:
-        unknown = sorted(f for f in self.fields if fmt.get(f) is None)
-        if unknown:
-            names = ", ".join(f.name for f in fmt.fields if not f.common)
-            raise UsageError(f"--trace-filter: {fmt.event} has no field {unknown[0]!r} (it has: {names}).")
-
-    def matches(self, values: dict[str, Value]) -> bool:
-        return any(all(_clause(c, values.get(c.field)) for c in group) for group in self.any_of)
-
-
-def parse_trace_filter(text: str) -> TraceFilter:
-    groups = []
-    for alternative in text.split("||"):
-        clauses = []
-        for part in alternative.split("&&"):
-            m = _CLAUSE_RE.match(part)
-            if m is None:
-                raise UsageError(f"--trace-filter {text!r}: write FIELD OP VALUE clauses joined by && or ||, "
-                                 "OP one of == != < <= > >= ~.")
-            value = m.group(3)
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                value = value[1:-1]
-            clauses.append(Clause(m.group(1), m.group(2), value))
-        groups.append(tuple(clauses))
-    return TraceFilter(text, tuple(groups))
-
-
-def _clause(c: Clause, value: Value | None) -> bool:
-    if value is None:
-        return False
-    if isinstance(value, str):
-        if c.op == "~":
-            return fnmatch.fnmatchcase(value, c.value)
-        if c.op in ("==", "!="):
-            return (value == c.value) == (c.op == "==")
-        return False
-    if isinstance(value, int):
-        try:
-            want = int(c.value, 0)
-        except ValueError:
-            return False
-        return {"==": value == want, "!=": value != want, "<": value < want, "<=": value <= want,
-                ">": value > want, ">=": value >= want}.get(c.op, False)
-    return False
-
-
-def filter_mask(fmt: TraceFormat, flt: TraceFilter, payloads: npt.NDArray[Any],
-                byte_order: str) -> npt.NDArray[np.bool_]:
-    flt.check(fmt)
-    return np.fromiter((flt.matches(fmt.decode(raw, byte_order)) for raw in payloads.tolist()),
-                       dtype=bool, count=len(payloads))
 
 
 def event_payloads(capture: Capture, index: int, s: SampleColumns,

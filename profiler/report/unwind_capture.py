@@ -5,12 +5,13 @@ unwound stacks pass through, and their rule tables to pack) and ``profiler build
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 
 from profiler.arrays import ranges
+from profiler.dataclass import dataclass
 from profiler.format.decode.columns import CaptureData
 from profiler.format.container.reader import CaptureReader
 from profiler.report.replay import replay

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import distinct, ranges
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.decode.chains import CONTEXT_USER, ChainStore
 from profiler.format.decode.columns import SampleColumns

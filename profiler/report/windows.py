@@ -17,12 +17,13 @@ never wrong: in the worst case one window holds everything.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.decode.chains import ChainStore
 from profiler.format.decode.columns import ChainTable, SampleColumns
 from profiler.report.assemble import Counts, Selected, assemble, entry_mask, make_resolver

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from profiler.dataclass import dataclass
 from profiler.errors import EventError, PermissionDeniedError, ProfilerError, RecordError
 from profiler.format import records as R
 from profiler.format.attr import (

@@ -9,8 +9,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from profiler.dataclass import dataclass
 from profiler.format.attr import PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE
 from profiler.record.events import HARDWARE_EVENTS, SOFTWARE_EVENTS, EventSpec
 

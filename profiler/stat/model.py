@@ -7,8 +7,9 @@ aggregation), a CPU for ``-A`` and a thread for ``--per-thread``. Renderers only
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from profiler.dataclass import dataclass
 from profiler.record.events import EventSpec
 from profiler.stat.counters import Slot
 from profiler.stat.metrics import Context, Metric, context_for, is_clock, metric_for

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from profiler.dataclass import dataclass
 from profiler.errors import UsageError
 
 MIN_INTERVAL_MS = 10  # perf's lower bound for -I

@@ -18,10 +18,10 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from types import FrameType
 from typing import TextIO
 
+from profiler.dataclass import dataclass
 from profiler.errors import UsageError
 from profiler.record import cpus as metadata
 from profiler.record.events import EventGroup, EventSpec, parse_event, parse_event_groups

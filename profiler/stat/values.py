@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from profiler.dataclass import dataclass
 from profiler.format.records import ReadValues
 
 

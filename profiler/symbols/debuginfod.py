@@ -24,15 +24,15 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import IO
 
+from profiler.dataclass import dataclass
 from profiler.format.buildid import read_build_id
 from profiler.cache import cache_dir
 
@@ -182,6 +182,8 @@ class DebuginfodClient:
 
     def _save(self, response: IO[bytes], target_dir: Path) -> Path:
         """Stream the body into a temporary file beside the target (bounded in size and time)."""
+        import tempfile  # with random and shutil: ~6 ms that a report without a server need not pay
+
         fd, name = tempfile.mkstemp(prefix=".part-", dir=target_dir)
         deadline = time.monotonic() + 20 * self.timeout
         size = 0

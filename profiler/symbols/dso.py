@@ -16,12 +16,12 @@ import enum
 import errno
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.buildid import is_build_id
 from profiler.format.fileident import content_identity, short
 from profiler.format.recorded import UNVERIFIED

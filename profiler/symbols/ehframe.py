@@ -23,12 +23,12 @@ keeps each FDE's offset in the section. Damaged data raises :class:`EhFrameError
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import distinct
+from profiler.dataclass import dataclass
 from profiler.errors import ReportError
 
 UIntArray = npt.NDArray[np.uint64]

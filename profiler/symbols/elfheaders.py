@@ -8,12 +8,12 @@ from a file, :mod:`.plt` reads sections through them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 
 PF_X, PF_W, PF_R = 1, 2, 4

@@ -22,8 +22,9 @@ addresses wrap nowhere. 3.13.0 writes 0 as ``elf_mach``: it is not checked.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 
 MAGIC = 0x4A695444  # "JiTD" as a native u32 (little-endian writer)

@@ -14,11 +14,12 @@ the process's ``jit`` symbols entry as its ``code`` field.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 from profiler.symbols.jitdump import JitDump
 from profiler.symbols.table import SymbolTable

@@ -16,15 +16,15 @@ warn once ("kernel addresses are hidden") instead of naming every kernel sample 
 from __future__ import annotations
 
 import bisect
-import hashlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import msgpack
 import numpy as np
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError, ReportError
 from profiler.cache import cache_dir
 from profiler.format.kallsyms import all_zero, iter_text_symbols, last_listed, table_end
@@ -130,6 +130,8 @@ KALLSYMS_RULES = "r2"  # bumped when parse_kallsyms names symbols differently (r
 def cached_kernel_symbols(text: str) -> KernelSymbols:
     """``parse_kallsyms(text)``, kept on disk keyed by the snapshot's SHA-1 (parsing a 5 MB
     snapshot costs ~0.2 s, loading the packed tables ~5 ms). Cache trouble is never an error."""
+    import hashlib  # only for a capture with a kernel snapshot (hashlib: ~3 ms of start-up)
+
     digest = hashlib.sha1(text.encode("utf-8", "surrogateescape")).hexdigest()
     path = cache_dir() / "kallsyms" / f"{digest}-{KALLSYMS_RULES}.msgpack"
     try:

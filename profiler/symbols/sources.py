@@ -45,20 +45,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError, ReportError
 from profiler.format.buildid import is_build_id, kernel_build_id
 from profiler.format.localfile import contained, open_regular
 from profiler.format.recorded import content_key
 from profiler.symbols.debugfile import DEFAULT_DEBUG_DIRS, build_id_path
-from profiler.symbols.debuginfod import DebuginfodClient
 from profiler.symbols.elf import ElfError, ElfFile
 from profiler.symbols.elfheaders import ElfLayout, LoadSegment
-from profiler.symbols.jitdump import jitdump_path_name, parse_jitdump
-from profiler.symbols.jitsources import JitBlobs, JitSymbols
 from profiler.symbols.kallsyms import KernelSymbols, cached_kernel_symbols, load_kallsyms
 from profiler.names import KERNEL_DSO
 from profiler.symbols.perfmap import parse_perf_map, perf_map_path
@@ -71,6 +68,10 @@ from profiler.symbols.dso import (
 )
 from profiler.symbols.table import SymbolCandidates, SymbolTable
 from profiler.names import VDSO
+
+if TYPE_CHECKING:
+    from profiler.symbols.debuginfod import DebuginfodClient
+    from profiler.symbols.jitsources import JitBlobs, JitSymbols
 
 PACKED, SYMFS, DEBUG_DIR, LOCAL, MISMATCH, MISSING = "packed", "symfs", "debug-dir", "local", "mismatch", "missing"
 KALLSYMS_FILE = "kallsyms-file"
@@ -449,6 +450,10 @@ class SymbolSources:
         return self._jit_cache[pid]
 
     def _load_jit(self, pid: int) -> JitSymbols | None:
+        # JIT files are rare: their modules load only for a process that has some
+        from profiler.symbols.jitdump import jitdump_path_name, parse_jitdump
+        from profiler.symbols.jitsources import JitSymbols
+
         recorded = str(perf_map_path(pid))
         entry = self._packed.get(packed_key(KIND_JIT, recorded, None, pid))
         if entry is not None:
@@ -499,6 +504,8 @@ class SymbolSources:
         return None, MISSING
 
     def _packed_code(self, entry: PackedEntry) -> JitBlobs:
+        from profiler.symbols.jitsources import JitBlobs
+
         code = entry.data.get("code")
         if code is None:
             return JitBlobs()

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import importlib
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 from profiler.format.buildid import is_build_id
 from profiler.symbols.elf import ElfError, ElfFile
@@ -216,6 +215,8 @@ def _read_stored(symbolic: Any, stored: Path | None) -> _Cache | None:
 def _store(cache: Any, stored: Path | None) -> None:
     if stored is None:
         return
+    import tempfile  # only when a cache file is written: tempfile costs every report ~6 ms
+
     try:
         stored.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".part-", dir=stored.parent)

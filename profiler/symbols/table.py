@@ -27,12 +27,12 @@ Rules applied by :meth:`SymbolTable.build` (the same for every symbol source):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 
 U64 = np.dtype("<u8")

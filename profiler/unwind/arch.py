@@ -7,8 +7,7 @@ values of caller-saved registers are lost at a call, so no CFI rule can recover 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from profiler.dataclass import dataclass
 from profiler.format.regs import AARCH64, X86_64, PerfRegs
 
 RA, SP = 0, 1

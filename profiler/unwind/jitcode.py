@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.names import PYTHON_PREFIX
 from profiler.symbols.jitsources import JitSymbols, lineage
 from profiler.unwind.arch import RA, SP, ArchColumns

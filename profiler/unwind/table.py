@@ -27,11 +27,13 @@ import io
 import struct
 import zipfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+
+from profiler.dataclass import dataclass
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]

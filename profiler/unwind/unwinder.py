@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.unwind.arch import RA, SP, ArchColumns
 from profiler.unwind.table import (
     AT_CFA,

@@ -9,11 +9,10 @@ stack copies stay in the memory-mapped capture and are addressed by file offset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.decode.columns import SampleColumns
 

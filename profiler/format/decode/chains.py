@@ -9,12 +9,13 @@ is ~50 bytes a sample whatever the depth, and the reporter symbolizes each chain
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import odd_multipliers, ranges
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.decode.columns import ChainTable
 
@@ -97,11 +98,13 @@ def split_callchains(start: I64, words: U64, cpumode: npt.NDArray[np.uint16]) ->
 _MAX_DEPTH = 0x10000  # more entries than any record can hold (size is a u16)
 
 
-# Two tables of odd 64-bit multipliers, one per position in a chain: a chain's hash is
-# sum(word[p] * K[p]) mod 2**64. Chains differing in one position never collide (K[p] is odd);
-# two independent tables make any other collision a 2**-128 event.
-_KA = odd_multipliers(0x5EED, _MAX_DEPTH + 1)
-_KB = odd_multipliers(0xB0B5EED, _MAX_DEPTH + 1)
+@cache
+def _multipliers() -> tuple[U64, U64]:
+    """Two tables of odd 64-bit multipliers, one per position in a chain: a chain's hash is
+    sum(word[p] * K[p]) mod 2**64. Chains differing in one position never collide (K[p] is odd);
+    two independent tables make any other collision a 2**-128 event. Made on first use, not
+    at import (~2 ms that a report whose tally runs in the compiled kernel never needs)."""
+    return odd_multipliers(0x5EED, _MAX_DEPTH + 1), odd_multipliers(0xB0B5EED, _MAX_DEPTH + 1)
 
 
 class ChainStore:
@@ -132,12 +135,13 @@ class ChainStore:
         by_len = nonempty[np.argsort(-lengths[nonempty], kind="stable")]
         f, ln = first[by_len], lengths[by_len]
         longer = np.searchsorted(-ln, -np.arange(int(ln[0])), side="left")  # count with ln > d
-        h1 = ln.astype(np.uint64) * _KB[0]
-        h2 = ln.astype(np.uint64) * _KA[0]
+        ka, kb = _multipliers()
+        h1 = ln.astype(np.uint64) * kb[0]
+        h2 = ln.astype(np.uint64) * ka[0]
         for d, c in enumerate(longer.tolist()):
             w = w64[f[:c] + d].astype(np.uint64, copy=False)  # a fresh array (fancy index)
-            t = w * _KB[d + 1]
-            w *= _KA[d + 1]
+            t = w * kb[d + 1]
+            w *= ka[d + 1]
             h1[:c] += w
             h2[:c] += t
         order = np.lexsort((h2, h1))

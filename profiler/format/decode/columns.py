@@ -39,13 +39,14 @@ of the capture are :class:`OtherRecord` objects, and :class:`CaptureData` holds 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import ranges
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.decode.switches import SwitchColumns
 from profiler.format.events import EventTable

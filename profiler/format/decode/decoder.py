@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError
 from profiler.format import records as R
 from profiler.format.container.layout import FRAME_HEADER_SIZE, FRAME_RAW, FRAME_SYNTH, NO_CPU, VERSION_FRAME_CPU

@@ -16,11 +16,10 @@ trailer with TID and TIME (so a record's event does not matter); otherwise
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format import abi as R
 from profiler.format.events import EventTable
 

@@ -11,10 +11,10 @@ perf.data file: the same records give the same report.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from profiler.dataclass import dataclass
 from profiler.format.container.layout import FRAME_RAW, FRAME_ROUND, FRAME_SYNTH
 from profiler.format.container.reader import CaptureReader
 from profiler.format.container.writer import CaptureWriter

@@ -28,9 +28,10 @@ Sections read (``HEADER_*`` bit numbers):
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from profiler.dataclass import dataclass
 from profiler.format.attr import FLAG_BITS
 from profiler.format.perfdata.tracing import TracingDataError, parse_tracing_data
 

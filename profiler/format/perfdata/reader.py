@@ -28,12 +28,12 @@ from __future__ import annotations
 import mmap
 import struct
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError, VersionError
 from profiler.format.container.layout import FRAME_HEADER_SIZE, FRAME_RAW, NO_CPU
 from profiler.format.container.reader import CaptureReader

@@ -28,11 +28,12 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.perfdata.features import (
     ATTR_SIZE_VER0,
     MAX_ATTR_SIZE,

@@ -34,7 +34,7 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -42,6 +42,7 @@ import msgpack
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.errors import FormatError, ProfilerError, UsageError
 from profiler.report.unwind_capture import unwind_capture
 from profiler.report.unwind_samples import table_sources

@@ -19,12 +19,13 @@ from the capture's header (through the format's decoder), never from the host.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TextIO
 
 import numpy as np
 import numpy.typing as npt
 
+from profiler.dataclass import dataclass
 from profiler.format.decode.chains import CONTEXT_KERNEL, CONTEXT_USER, cpumode_context, split_callchains
 from profiler.format.decode.columns import CaptureData, SampleColumns
 from profiler.format.decode.decoder import load_capture

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.container.layout import (
     FRAME_META,

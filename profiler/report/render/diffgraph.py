@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TextIO
 
+from profiler.dataclass import dataclass
 from profiler.errors import UsageError
 from profiler.report.model import Frame, ProfileMeta, StackSet, StackSample, Weight
 from profiler.report.render import flamegraph

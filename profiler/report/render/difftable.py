@@ -19,10 +19,10 @@ Weighted diff's number, which stays right-aligned (and a Weighted diff of 0, lef
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import TextIO
 
+from profiler.dataclass import dataclass
 from profiler.tables import md_escape, table_text
 from profiler.report.diff import DiffData, DiffRow
 

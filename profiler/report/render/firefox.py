@@ -26,12 +26,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TextIO
 
 import numpy as np
 
 from profiler import __version__
+from profiler.dataclass import dataclass
 from profiler.format.typed_header import CaptureHeader
 from profiler.report.model import Location, ProfileMeta, SourceLine, StackSet, period_is_nanoseconds
 from profiler.report.render import utf8

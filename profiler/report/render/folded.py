@@ -15,9 +15,9 @@ flamegraph.pl leaves as part of the name. Building the lines (:func:`fold_stacks
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TextIO
 
+from profiler.dataclass import dataclass
 from profiler.report.model import Frame, StackSet, StackSample, Weight
 from profiler.names import UNKNOWN
 

@@ -32,10 +32,11 @@ one value and no timestamp.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, BinaryIO
 
 from profiler import __version__
+from profiler.dataclass import dataclass
 from profiler.format.typed_header import CaptureHeader
 from profiler.report.model import Location, StackSet
 from profiler.report.render import utf8

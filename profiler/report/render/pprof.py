@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from profiler.dataclass import dataclass
 from profiler.report.render import utf8
 from profiler import __version__
 from profiler.errors import ReportError

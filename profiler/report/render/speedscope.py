@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
+from profiler.dataclass import dataclass
 from profiler.report.render import utf8
 from profiler import __version__
 from profiler.report.model import (

@@ -20,11 +20,11 @@ import html
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 import numpy as np
 
+from profiler.dataclass import dataclass
 from profiler.errors import ReportError
 from profiler.report.model import default_weight
 from profiler.report.profile import Profile

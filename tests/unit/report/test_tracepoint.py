@@ -14,7 +14,7 @@ from profiler.report.options import time_bounds, time_mask
 from profiler.report.options import TimeRange, parse_time
 from profiler.report.render.script import DEFAULT_FIELDS, parse_fields
 from profiler.report.tracepoint_print import TracePrinter, generic_layout
-from profiler.report.tracepoints import parse_trace_filter
+from profiler.report.tracefilter import parse_trace_filter
 
 from tests.support.paths import FIXTURES
 
