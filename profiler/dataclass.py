@@ -5,22 +5,15 @@ Python 3.11's :func:`dataclasses.dataclass` writes the source of every generated
 ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``). A report creates about a hundred
 classes at import: this was the larger part of the package's own import time.
 
-Here the standard library still makes ``__init__`` (and slots, ``__match_args__``,
-``fields()``), but ``__repr__``, ``__eq__`` and ``__hash__`` are shared functions that read the
-fields through one ``operator.attrgetter`` made per class, with the standard library's results:
-the same text (``Name(a=1, b='x')``, ``...`` for a recursive reference), the same comparison
-(the class must be the same, then the tuples of the ``compare`` fields), the same hash (of the
-tuple of the hashed fields) and the same rules for which of them a class gets (an explicit
-method in the class body wins; ``eq`` without ``frozen`` makes instances unhashable).
-``order=True`` and ``unsafe_hash=True`` go to the standard library unchanged.
-
-A frozen class's ``__setattr__`` and ``__delattr__`` are closures too, with the standard
-library's test (``type(self) is cls or name in fields``) and messages. They are made where the
-standard library makes its own, in ``dataclasses._frozen_get_del_attr``, which this module
-replaces while it creates a class: a private function, so only where it has the signature of
-Python 3.11 and 3.12 (``cls, fields, globals``); elsewhere the standard one runs (3.13 makes
-all of a class's methods in one ``exec`` anyway). tests/unit/test_dataclass.py compares both
-decorators on every kind of class.
+Here the standard library still makes ``__init__`` (and a frozen class's ``__setattr__`` and
+``__delattr__``, slots, ``__match_args__``, ``fields()``), but ``__repr__``, ``__eq__`` and
+``__hash__`` are shared functions that read the fields through one ``operator.attrgetter`` made
+per class, with the standard library's results: the same text (``Name(a=1, b='x')``, ``...``
+for a recursive reference), the same comparison (the class must be the same, then the tuples of
+the ``compare`` fields), the same hash (of the tuple of the hashed fields) and the same rules for
+which of them a class gets (an explicit method in the class body wins; ``eq`` without
+``frozen`` makes instances unhashable). ``order=True`` and ``unsafe_hash=True`` go to the
+standard library unchanged. tests/unit/test_dataclass.py compares both on every kind of class.
 
 mypy sees the standard decorator (``TYPE_CHECKING``), so type checking is the standard one.
 """
@@ -58,14 +51,7 @@ def _process(cls: type, want_repr: bool, want_eq: bool, order: bool, unsafe_hash
     class_hash = body.get("__hash__", dataclasses.MISSING)
     explicit_hash = not (class_hash is dataclasses.MISSING or (class_hash is None and "__eq__" in body))
     own_repr, own_eq = "__repr__" in body, "__eq__" in body
-    if options.get("frozen", False) and _SHARE_FROZEN:
-        dataclasses._frozen_get_del_attr = _frozen_methods  # type: ignore[attr-defined]
-        try:
-            cls = _standard(cls, repr=False, eq=False, **options)
-        finally:
-            dataclasses._frozen_get_del_attr = _STANDARD_FROZEN  # type: ignore[attr-defined]
-    else:
-        cls = _standard(cls, repr=False, eq=False, **options)
+    cls = _standard(cls, repr=False, eq=False, **options)
     fields = dataclasses.fields(cls)
     methods: dict[str, Any] = {}
     if want_repr and not own_repr:
@@ -78,30 +64,6 @@ def _process(cls: type, want_repr: bool, want_eq: bool, order: bool, unsafe_hash
     for name, method in methods.items():
         setattr(cls, name, method)
     return cls
-
-
-_STANDARD_FROZEN = getattr(dataclasses, "_frozen_get_del_attr", None)
-_SHARE_FROZEN = _STANDARD_FROZEN is not None and \
-    _STANDARD_FROZEN.__code__.co_varnames[:3] == ("cls", "fields", "globals")
-
-
-def _frozen_methods(cls: type[Any], fields: list[dataclasses.Field[Any]],
-                    globals: dict[str, Any]) -> tuple[Callable[..., None], Callable[..., None]]:
-    """What ``dataclasses._frozen_get_del_attr`` returns (3.11, 3.12), without ``exec``."""
-    names = frozenset(f.name for f in fields)
-    frozen_error = dataclasses.FrozenInstanceError
-
-    def __setattr__(self: Any, name: str, value: Any) -> None:
-        if type(self) is cls or name in names:
-            raise frozen_error(f"cannot assign to field {name!r}")
-        super(cls, self).__setattr__(name, value)
-
-    def __delattr__(self: Any, name: str) -> None:
-        if type(self) is cls or name in names:
-            raise frozen_error(f"cannot delete field {name!r}")
-        super(cls, self).__delattr__(name)
-
-    return __setattr__, __delattr__
 
 
 def _getter(names: list[str]) -> Values:
