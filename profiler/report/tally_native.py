@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -294,7 +295,7 @@ class FrameStream:
         self.frames = [f for f in frames if f.kind in (FRAME_RAW, FRAME_RAW_ZSTD, FRAME_SYNTH) and len(f.payload)]
         self.chunk_bytes = chunk_bytes
         self.index = read_index(frames)
-        self.buffer = bytearray()
+        self._local = threading.local()  # each thread's buffer (tally._paired: two at a time)
         self.skipped: list[int] = []  # the first pass's: frames past the budget
         self.damaged: list[str] = []  # and the warnings of frames whose two parts do not fit
         self.inflated: list[tuple[int, int, int]] = []  # (seq, stored, inflated bytes) of the others
@@ -406,6 +407,18 @@ class FrameStream:
                 self._room(at + length)[at:at + length] = frame.payload
             size = at + length
         return self._views(chunk.lengths)
+
+    @property
+    def buffer(self) -> bytearray:
+        """This thread's buffer, reused chunk after chunk."""
+        buffer: bytearray | None = getattr(self._local, "buffer", None)
+        if buffer is None:
+            buffer = self._local.buffer = bytearray()
+        return buffer
+
+    @buffer.setter
+    def buffer(self, value: bytearray) -> None:
+        self._local.buffer = value
 
     def _room_at(self, at: int, n: int) -> memoryview:
         """``n`` bytes of the buffer from ``at``."""

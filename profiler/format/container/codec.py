@@ -5,6 +5,7 @@ and zlib are read by :mod:`profiler.format.bounded`."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 
 import msgpack
@@ -63,23 +64,21 @@ _COMPRESSOR: Any = None
 def zstd_decompress(data: memoryview, limit: int = MAX_FRAME_SIZE) -> bytes | None:
     """One compressed raw frame inflated, or None when it would inflate past ``limit`` bytes
     (at most ``MAX_FRAME_SIZE``): a frame that declares its size (the writer's always do) is
-    never inflated past it, and no more than its size is ever allocated. One decompressor
+    never inflated past it, and no more than its size is ever allocated. One decompressor per thread
     serves every frame, as one compressor does: a capture has hundreds of frames."""
-    global _DECOMPRESSOR
     zstandard = _zstd()
     limit = max(0, min(limit, MAX_FRAME_SIZE))
     try:
         declared = zstandard.get_frame_parameters(data).content_size
-        if _DECOMPRESSOR is None:
-            _DECOMPRESSOR = zstandard.ZstdDecompressor()
+        decompressor = _decompressor(zstandard)
         if declared != zstandard.CONTENTSIZE_UNKNOWN:
             if declared > limit:
                 return None
-            out: bytes = _DECOMPRESSOR.decompress(data)
+            out: bytes = decompressor.decompress(data)
             return out
         chunks: list[bytes] = []  # no size declared: inflated a MiB at a time, up to the limit
         total = 0
-        for chunk in _DECOMPRESSOR.read_to_iter(data, write_size=1 << 20):
+        for chunk in decompressor.read_to_iter(data, write_size=1 << 20):
             total += len(chunk)
             if total > limit:
                 return None
@@ -124,7 +123,6 @@ def zstd_decompress_into(data: memoryview, room: Callable[[int], memoryview],
     ``n``, or None when the frame would inflate past ``limit``. A frame that declares its size
     is inflated in place, with no bytes object (and no fresh pages) in between; one that does
     not is inflated by :func:`zstd_decompress` and copied."""
-    global _DECOMPRESSOR
     zstandard = _zstd()
     limit = max(0, min(limit, MAX_FRAME_SIZE))
     try:
@@ -137,11 +135,9 @@ def zstd_decompress_into(data: memoryview, room: Callable[[int], memoryview],
             return len(whole)
         if declared > limit:
             return None
-        if _DECOMPRESSOR is None:
-            _DECOMPRESSOR = zstandard.ZstdDecompressor()
         target = room(declared)
         filled = 0
-        with _DECOMPRESSOR.stream_reader(data, read_across_frames=False) as reader:
+        with _decompressor(zstandard).stream_reader(data, read_across_frames=False) as reader:
             while filled < declared:
                 n = reader.readinto(target[filled:])
                 if not n:
@@ -155,7 +151,15 @@ def zstd_decompress_into(data: memoryview, room: Callable[[int], memoryview],
     return int(filled)
 
 
-_DECOMPRESSOR: Any = None
+_DECOMPRESSORS = threading.local()  # one per thread: a decompressor is not to be shared (report/tally._paired)
+
+
+def _decompressor(zstandard: Any) -> Any:
+    """This thread's decompressor: a capture has hundreds of frames, and one serves them all."""
+    decompressor = getattr(_DECOMPRESSORS, "one", None)
+    if decompressor is None:
+        decompressor = _DECOMPRESSORS.one = zstandard.ZstdDecompressor()
+    return decompressor
 
 
 def _zstd_backend() -> Any:

@@ -19,7 +19,7 @@ from profiler.format import records as R
 from profiler.format.encode import encode
 from profiler.format.container.layout import VERSION_FRAME_CPU, VERSION_PLAIN
 from profiler.format.container.writer import CaptureWriter
-from profiler.report import tally
+from profiler.report import parallel, tally
 
 FIXTURES = CAPTURES
 
@@ -348,7 +348,7 @@ def test_the_worker_pool_gives_results_in_order_and_raises_a_workers_error() -> 
     from profiler.errors import FormatError
 
     parent = os.getpid()
-    assert list(tally._map(lambda k: (k * k, os.getpid() != parent), 7, 3)) == [(k * k, True) for k in range(7)]
+    assert list(parallel.in_order(lambda k: (k * k, os.getpid() != parent), 7, 3)) == [(k * k, True) for k in range(7)]
 
     def failing(k: int) -> int:
         if k == 4:
@@ -357,7 +357,7 @@ def test_the_worker_pool_gives_results_in_order_and_raises_a_workers_error() -> 
 
     before = _children()
     with pytest.raises(FormatError, match="chunk 4 is damaged"):
-        list(tally._map(failing, 9, 2))
+        list(parallel.in_order(failing, 9, 2))
     assert _children() <= before  # every worker was waited for
 
 
@@ -370,16 +370,16 @@ def test_workers_default_to_the_idle_cpus(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("PROFILER_JOBS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 4, 5})
     for others, want in ((0, 4), (2, 4), (3, 3), (5, 1), (30, 1)):
-        monkeypatch.setattr(tally, "_others_running", lambda others=others: others)
-        assert tally._jobs(None, 100) == want
-    assert tally._jobs(None, 2) == 1 and tally._jobs(3, 100) == 3
+        monkeypatch.setattr(parallel, "others_running", lambda others=others: others)
+        assert parallel.worker_count(None, 100) == want
+    assert parallel.worker_count(None, 2) == 1 and parallel.worker_count(3, 100) == 3
     monkeypatch.setenv("PROFILER_JOBS", "2")
-    assert tally._jobs(None, 100) == 2
+    assert parallel.worker_count(None, 100) == 2
 
 
 def test_other_running_threads_are_read_from_proc_loadavg() -> None:
     fields = Path("/proc/loadavg").read_text().split()
-    assert 0 <= tally._others_running() <= int(fields[3].split("/")[1])
+    assert 0 <= parallel.others_running() <= int(fields[3].split("/")[1])
 
 
 @pytest.mark.slow  # make check leaves it out; make test runs it
@@ -392,11 +392,11 @@ def test_workers_die_with_the_report(tmp_path: Path) -> None:
 
     script = (
         "import os, sys, time\n"
-        "from profiler.report import tally\n"
+        "from profiler.report import parallel\n"
         "def task(k):\n"
         f"    open({str(tmp_path)!r} + f'/worker-{{os.getpid()}}', 'w').close()\n"
         "    time.sleep(60)\n"
-        "list(tally._map(task, 2, 2))\n"
+        "list(parallel.in_order(task, 2, 2))\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script])
     try:
@@ -440,3 +440,33 @@ def test_periods_adding_up_past_64_bits_are_refused(tmp_path: Path, capsys: pyte
     except SystemExit as exc:
         code = int(exc.code or 0)
     assert code == 0 and capsys.readouterr().out.count(f"period={1 << 60:#x} ") == 40
+
+
+def test_two_at_a_time_gives_results_in_order_and_raises_in_order() -> None:
+    """The stream's chunks, two at a time in threads: the odd ones in a helper thread, at most
+    one chunk ahead; results and an exception (of either thread) come in chunk order, and the
+    helper stops when the consumer does."""
+    import threading
+
+    from profiler.errors import FormatError
+
+    seen: list[tuple[int, str]] = []
+
+    def task(k: int) -> int:
+        seen.append((k, threading.current_thread().name))
+        return k * k
+
+    assert list(parallel.two_at_a_time(task, 7)) == [k * k for k in range(7)]
+    assert {name for k, name in seen if k % 2} == {"tally-helper"}
+    assert {name for k, name in seen if not k % 2} == {threading.current_thread().name}
+
+    def failing(k: int) -> int:
+        if k == 3:
+            raise FormatError("chunk 3 is damaged.")
+        return k
+
+    got: list[int] = []
+    with pytest.raises(FormatError, match="chunk 3"):
+        for value in parallel.two_at_a_time(failing, 9):
+            got.append(value)
+    assert got == [0, 1, 2]
