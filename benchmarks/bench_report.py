@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -31,24 +32,40 @@ from bench_scale import _tree_rss_kb  # noqa: E402
 
 
 def timed(cmd: list[str], runs: int, env: dict[str, str] | None = None) -> tuple[float, int, int]:
-    """(best wall seconds, largest max RSS of one process in KB, largest PSS summed over the
-    process and its workers in KB) over ``runs`` runs; output discarded."""
+    """(best wall seconds over ``runs`` runs, largest max RSS of one process in KB, largest PSS
+    summed over the process and its workers in KB); output discarded. PSS is sampled in one
+    more run of its own: reading a process tree's smaps every 20 ms takes CPU time that a
+    report using both CPUs would lose (and a poll loop's sleep added up to 20 ms a run)."""
     best, rss, pss = float("inf"), 0, 0
     gnu_time = shutil.which("time") or "/usr/bin/time"
-    for _ in range(runs):
+    for run in range(runs + 1):
         t0 = time.perf_counter()
         proc = subprocess.Popen([gnu_time, "-f", "%M", *cmd], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, env=env)
-        while proc.poll() is None:
-            pss = max(pss, _tree_rss_kb(proc.pid))
-            time.sleep(0.02)
+        peak = [0]
+        done = threading.Event()
+        sampler = threading.Thread(target=_sample_pss, args=(proc.pid, peak, done))
+        if run == runs:
+            sampler.start()
+        err = proc.communicate()[1] or ""
         wall = time.perf_counter() - t0
-        err = proc.stderr.read() if proc.stderr else ""
+        done.set()
+        if run == runs:
+            sampler.join()
+            pss = peak[0]
+        elif proc.returncode == 0:
+            best = min(best, wall)
         if proc.returncode != 0:
             sys.exit(f"failed: {' '.join(cmd)}\n{err[-2000:]}")
-        best = min(best, wall)
         rss = max(rss, int(err.strip().splitlines()[-1]))
     return best, rss, pss
+
+
+def _sample_pss(pid: int, peak: list[int], done: threading.Event) -> None:
+    """The largest PSS of ``pid``'s tree into ``peak[0]``, every 20 ms until ``done``."""
+    while not done.is_set():
+        peak[0] = max(peak[0], _tree_rss_kb(pid))
+        done.wait(0.02)
 
 
 def record(workdir: Path, scale: str, freq: str) -> tuple[Path, Path]:
