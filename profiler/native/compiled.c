@@ -1137,15 +1137,17 @@ done:
     return out;
 }
 
-/* join_stacks(lean, fields, fixed_words, callchain, nregs) -> bytes or None: the SAMPLE records of
- * ``lean`` with their stack fields (one u64 0 each) replaced by the next whole field of ``fields``
- * (u64 size, and with size > 0 the data and u64 dyn_size), headers resized; None when the two do
- * not fit together. profiler/format/splitstacks.py: join_stacks_python is the reference. */
+/* join_stacks(lean, fields, fixed_words, callchain, nregs[, out]) -> bytes, or the joined length
+ * written into the writable buffer ``out`` (at least len(lean) + len(fields) bytes: a reader
+ * reuses one), or None: the SAMPLE records of ``lean`` with their stack fields (one u64 0 each)
+ * replaced by the next whole field of ``fields`` (u64 size, and with size > 0 the data and u64
+ * dyn_size), headers resized; None when the two do not fit together.
+ * profiler/format/splitstacks.py: join_stacks_python is the reference. */
 static PyObject *join_stacks(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ol, *of;
+    PyObject *ol, *of, *oo = NULL;
     long long fixed, callchain, nregs;
-    if (!PyArg_ParseTuple(args, "OOLLL", &ol, &of, &fixed, &callchain, &nregs))
+    if (!PyArg_ParseTuple(args, "OOLLL|O", &ol, &of, &fixed, &callchain, &nregs, &oo))
         return NULL;
     Buf bufs[2];
     memset(bufs, 0, sizeof(bufs));
@@ -1156,14 +1158,33 @@ static PyObject *join_stacks(PyObject *self, PyObject *args) {
     const uint8_t *lean = (const uint8_t *)bufs[0].b.buf, *fields = (const uint8_t *)bufs[1].b.buf;
     int64_t end = bufs[0].b.len, flen = bufs[1].b.len;
     int bad = end % 8 || flen % 8 || fixed < 1;
-    PyObject *out = bad ? NULL : PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(end + flen));
-    if (!bad && !out) {
-        release(bufs, 2);
-        return NULL;
+    PyObject *out = NULL;
+    Py_buffer ob;
+    int held = 0;
+    uint8_t *dst = NULL;
+    if (!bad && oo != NULL && oo != Py_None) {
+        if (PyObject_GetBuffer(oo, &ob, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            release(bufs, 2);
+            return NULL;
+        }
+        held = 1;
+        if (ob.len < end + flen) {
+            PyBuffer_Release(&ob);
+            release(bufs, 2);
+            PyErr_SetString(PyExc_ValueError, "join_stacks: the output buffer is too small");
+            return NULL;
+        }
+        dst = (uint8_t *)ob.buf;
+    } else if (!bad) {
+        out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(end + flen));
+        if (!out) {
+            release(bufs, 2);
+            return NULL;
+        }
+        dst = (uint8_t *)PyBytes_AS_STRING(out);
     }
     int64_t pos = 0, q = 0, o = 0;
     if (!bad) {
-        uint8_t *dst = (uint8_t *)PyBytes_AS_STRING(out);
         Py_BEGIN_ALLOW_THREADS
         while (pos + 8 <= end) {
             uint32_t type;
@@ -1204,10 +1225,14 @@ static PyObject *join_stacks(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
     }
     release(bufs, 2);
+    if (held)
+        PyBuffer_Release(&ob);
     if (bad || pos != end || q != flen) {
         Py_XDECREF(out);
         Py_RETURN_NONE;
     }
+    if (held)
+        return PyLong_FromLongLong((long long)o);
     if (_PyBytes_Resize(&out, (Py_ssize_t)o) < 0)
         return NULL;
     return out;
@@ -1227,7 +1252,8 @@ static PyMethodDef methods[] = {
      "cpu_limit, keep_cpu) -> (rows, chain_start, chain_words, recorded, present, damaged, any_sample, "
      "first_time, cpu_known, period_total_high, period_total_low) or None: see profiler/report/tally_native.py"},
     {"join_stacks", join_stacks, METH_VARARGS,
-     "join_stacks(lean, fields, fixed_words, callchain, nregs) -> bytes or None: see profiler/format/splitstacks.py"},
+     "join_stacks(lean, fields, fixed_words, callchain, nregs[, out]) -> bytes, length written into out, or None: "
+     "see profiler/format/splitstacks.py"},
     {"walk_records", walk_records, METH_VARARGS,
      "walk_records(buf, kernel_floor, ip_offset, chain_offset, all_words, keep_mask) -> (stop, counts, lost, "
      "kept, kernel_words): see profiler/record/session.py"},

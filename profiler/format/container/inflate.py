@@ -17,7 +17,7 @@ import mmap
 from collections.abc import Callable
 
 from profiler.errors import FormatError
-from profiler.format.container.codec import raw_zstd_parts, zstd_declared_size, zstd_decompress
+from profiler.format.container.codec import raw_zstd_parts, zstd_declared_size, zstd_decompress, zstd_decompress_into
 from profiler.format.container.layout import FRAME_HEAD, FRAME_HEADER_SIZE, FRAME_RAW, FRAME_RAW_ZSTD, pad8
 from profiler.format.container.scan import FileFrame
 from profiler.value import Value
@@ -48,7 +48,7 @@ def raw_budget(file_size: int) -> int:
     return RAW_INFLATE_BASE + RAW_INFLATE_PER_BYTE * file_size
 
 
-Join = Callable[[bytes, bytes], bytes]  # lean records and stack fields -> the records (splitstacks.py)
+Join = Callable[[memoryview, memoryview], bytes | memoryview]  # lean records, stack fields -> records
 
 
 def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFrame], inflated: Inflated,
@@ -65,6 +65,7 @@ def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFram
 
     budget = total = raw_budget(len(view))
     skipped: list[int] = []
+    parts_room = (_Room(), _Room())  # a FLAG_STACKS frame's two parts, inflated into reused buffers
     tmp = tempfile.TemporaryFile(prefix="profiler-capture-")
     try:
         tmp.write(view[:frames_start])
@@ -74,7 +75,7 @@ def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFram
             if frame.kind == FRAME_RAW_ZSTD:
                 try:
                     parts = raw_zstd_parts(frame.payload, frame.flags)
-                    out, size = _joined(parts, budget, join) if len(parts) == 2 else (None, -1)
+                    out, size = _joined(parts, budget, join, parts_room) if len(parts) == 2 else (None, -1)
                 except FormatError as exc:
                     warnings.append(damaged_note(frame.seq, exc))
                     continue
@@ -109,19 +110,33 @@ def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFram
     return data, out_frames
 
 
-def _joined(parts: list[memoryview], budget: int, join: Callable[[], Join] | None) -> tuple[bytes | None, int]:
-    """A FLAG_STACKS frame's records put back together, and the bytes its two parts inflate to
-    (what counts against the budget); (None, 0) past the budget."""
+class _Room:
+    """A buffer reused frame after frame (no fresh pages for each)."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def __call__(self, n: int) -> memoryview:
+        if len(self.buffer) < n:
+            self.buffer = bytearray(max(n, 2 * len(self.buffer)))
+        return memoryview(self.buffer)[:n]
+
+
+def _joined(parts: list[memoryview], budget: int, join: Callable[[], Join] | None,
+            rooms: tuple[_Room, _Room]) -> tuple[bytes | memoryview | None, int]:
+    """A FLAG_STACKS frame's records put back together (a view valid until the next frame's),
+    and the bytes its two parts inflate to (what counts against the budget); (None, 0) past
+    the budget."""
     sizes = [zstd_declared_size(p) for p in parts]
     if None in sizes or join is None:
         raise FormatError("its two parts do not declare their sizes" if join else "nothing joins its parts")
     total = sum(s for s in sizes if s is not None)
     if total > budget:
         return None, 0
-    lean, fields = (zstd_decompress(p, s or 0) for p, s in zip(parts, sizes))
+    lean, fields = (zstd_decompress_into(p, room, s or 0) for p, room, s in zip(parts, rooms, sizes))
     if lean is None or fields is None:
         raise FormatError("its parts inflate past the sizes they declare")
-    return join()(lean, fields), total
+    return join()(rooms[0](lean), rooms[1](fields)), total
 
 
 def damaged_note(seq: int, why: FormatError) -> str:

@@ -7,7 +7,6 @@ reader (``FOREIGN_READERS``)."""
 
 from __future__ import annotations
 
-import functools
 import mmap
 import os
 import zlib
@@ -89,7 +88,7 @@ class CaptureReader:
         self._meta: list[tuple[str, dict[str, Any]]] | None = None
         self.inflated = Inflated()  # what the RAW_ZSTD frames were before they were inflated
         self._expanded = False  # the RAW_ZSTD frames inflated into a temporary file (scan)
-        self._joiner: Callable[[bytes, bytes], bytes] | None = None  # stack_joiner, made once
+        self._joiner: Callable[[memoryview, memoryview], bytes | memoryview] | None = None  # stack_joiner
 
     # -- opening --
     @classmethod
@@ -154,20 +153,20 @@ class CaptureReader:
         self._view = memoryview(data)
         scan.frames = frames
 
-    def stack_joiner(self) -> Callable[[bytes, bytes], bytes]:
+    def stack_joiner(self) -> Callable[[memoryview, memoryview], bytes | memoryview]:
         """What puts a FLAG_STACKS frame's two parts back together (profiler/format/splitstacks.py):
         the samples' one layout is the first event's; a capture whose events do not share one
         such layout cannot have written those frames (a FormatError: each is skipped)."""
         if self._joiner is not None:
             return self._joiner
         from profiler.format.events import EventTable
-        from profiler.format.splitstacks import join_stacks, stack_split_ok
+        from profiler.format.splitstacks import Joiner, stack_split_ok
 
         events = EventTable.from_header(self.header)
         layouts = [e.layout for e in events.events]
         if not stack_split_ok(layouts):
             raise FormatError("its events do not share one sample layout with a user stack")
-        self._joiner = functools.partial(join_stacks, layout=layouts[0], bo=events.bo)
+        self._joiner = Joiner(layouts[0], events.bo)
         return self._joiner
 
     def iter_frames(self) -> Iterator[FileFrame]:
