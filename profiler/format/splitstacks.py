@@ -27,6 +27,9 @@ import sys
 from collections.abc import Callable
 from functools import partial
 
+import numpy as np
+import numpy.typing as npt
+
 from profiler.errors import FormatError
 from profiler.format import records as R
 from profiler.format.compact import can_compact, compact_stacks, record_offsets
@@ -205,3 +208,46 @@ def dwarf_compaction(layouts: list[R.SampleLayout], compress: bool
 def _split_or_compact(buf: bytes, layout: R.SampleLayout) -> bytes | tuple[bytes, bytes]:
     parts = split_stacks(buf, layout)
     return compact_stacks(buf, layout) if parts is None else parts
+
+
+def field_spans(fields: bytes | memoryview) -> npt.NDArray[np.int64]:
+    """Each stack field of a FLAG_STACKS frame's second part as a row (where its data starts,
+    its ``size``, its ``dyn_size``), in SAMPLE order (the compiled ``field_spans`` when it is
+    built); a part that is not whole fields is a FormatError."""
+    from profiler.native import kernels
+
+    module = kernels()
+    if module is None:
+        return field_spans_python(fields)
+    out = module.field_spans(fields)
+    if out is None:
+        raise FormatError(_MISFIT)
+    return np.frombuffer(out, dtype=np.int64).reshape(-1, 3)
+
+
+def field_spans_python(fields: bytes | memoryview) -> npt.NDArray[np.int64]:
+    """:func:`field_spans` in Python: the reference the compiled one is tested against."""
+    view = memoryview(fields)
+    out: list[tuple[int, int, int]] = []
+    q = 0
+    if len(view) % 8:
+        raise FormatError(_MISFIT)
+    while q + 8 <= len(view):
+        size = _U64.unpack_from(view, q)[0]
+        length = 8 if size == 0 else 16 + size
+        if size % 8 or q + length > len(view):
+            raise FormatError(_MISFIT)
+        out.append((q + 8, size, _U64.unpack_from(view, q + 8 + size)[0] if size else 0))
+        q += length
+    return np.asarray(out, dtype=np.int64).reshape(-1, 3)
+
+
+def sample_offsets(records: bytes | memoryview) -> npt.NDArray[np.int64]:
+    """Where each SAMPLE record of ``records`` (whole native-order kernel records) starts."""
+    from profiler.native import kernels
+
+    module = kernels()
+    if module is not None:
+        return np.frombuffer(module.sample_offsets(records), dtype=np.int64)
+    return np.asarray([pos for pos in record_offsets(records)
+                       if _HDR.unpack_from(records, pos)[0] == R.PERF_RECORD_SAMPLE], dtype=np.int64)

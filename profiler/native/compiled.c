@@ -1238,6 +1238,86 @@ static PyObject *join_stacks(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* field_spans(fields) -> bytes of int64 triples (data offset, size, dyn_size), one per stack
+ * field of a FLAG_STACKS frame's second part, or None when the part is not whole fields.
+ * profiler/format/splitstacks.py: field_spans_python is the reference. */
+static PyObject *field_spans(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *of;
+    if (!PyArg_ParseTuple(args, "O", &of))
+        return NULL;
+    Buf b;
+    memset(&b, 0, sizeof(b));
+    if (get_buf(of, &b, 1, "fields") < 0) {
+        release(&b, 1);
+        return NULL;
+    }
+    const uint8_t *f = (const uint8_t *)b.b.buf;
+    int64_t len = b.b.len, q = 0, n = 0, cap = 1024;
+    int64_t *out = malloc((size_t)cap * 3 * 8);
+    int bad = out == NULL || len % 8;
+    while (!bad && q + 8 <= len) {
+        uint64_t size = load64(f + q);
+        if (size % 8 || size > (uint64_t)len) { bad = 1; break; }
+        int64_t length = size ? 16 + (int64_t)size : 8;
+        if (q + length > len) { bad = 1; break; }
+        if (n == cap) {
+            cap *= 2;
+            int64_t *grown = realloc(out, (size_t)cap * 3 * 8);
+            if (!grown) { bad = 1; break; }
+            out = grown;
+        }
+        out[3 * n] = q + 8, out[3 * n + 1] = (int64_t)size, out[3 * n + 2] = size ? (int64_t)load64(f + q + 8 + size) : 0;
+        n++, q += length;
+    }
+    release(&b, 1);
+    PyObject *res = NULL;
+    if (!bad && q == len)
+        res = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(n * 3 * 8));
+    free(out);
+    if (res == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return res;
+}
+
+/* sample_offsets(records) -> bytes of int64: where each SAMPLE record of ``records`` (whole
+ * native-order kernel records) starts, up to the first record that is not whole. */
+static PyObject *sample_offsets(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ob;
+    if (!PyArg_ParseTuple(args, "O", &ob))
+        return NULL;
+    Buf b;
+    memset(&b, 0, sizeof(b));
+    if (get_buf(ob, &b, 1, "records") < 0) {
+        release(&b, 1);
+        return NULL;
+    }
+    const uint8_t *buf = (const uint8_t *)b.b.buf;
+    int64_t end = b.b.len, pos = 0, n = 0;
+    PyObject *res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((end / 8 + 1) * 8));
+    if (!res) {
+        release(&b, 1);
+        return NULL;
+    }
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(res);
+    while (pos + 8 <= end) {
+        uint32_t type;
+        uint16_t size;
+        memcpy(&type, buf + pos, 4);
+        memcpy(&size, buf + pos + 6, 2);
+        if (size < 8 || pos + size > end)
+            break;
+        if (type == PERF_RECORD_SAMPLE)
+            out[n++] = pos;
+        pos += size;
+    }
+    release(&b, 1);
+    if (_PyBytes_Resize(&res, (Py_ssize_t)(n * 8)) < 0)
+        return NULL;
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"unwind_step", unwind_step, METH_VARARGS,
      "unwind_step(buf, offset, size, sp0, pc, regs, valid, after_signal, row, kind, ok, cfa_kind, cfa_reg, "
@@ -1254,6 +1334,10 @@ static PyMethodDef methods[] = {
     {"join_stacks", join_stacks, METH_VARARGS,
      "join_stacks(lean, fields, fixed_words, callchain, nregs[, out]) -> bytes, length written into out, or None: "
      "see profiler/format/splitstacks.py"},
+    {"field_spans", field_spans, METH_VARARGS,
+     "field_spans(fields) -> int64 (data offset, size, dyn_size) triples or None: see profiler/format/splitstacks.py"},
+    {"sample_offsets", sample_offsets, METH_VARARGS,
+     "sample_offsets(records) -> int64 offsets of the SAMPLE records: see profiler/format/splitstacks.py"},
     {"walk_records", walk_records, METH_VARARGS,
      "walk_records(buf, kernel_floor, ip_offset, chain_offset, all_words, keep_mask) -> (stop, counts, lost, "
      "kept, kernel_words): see profiler/record/session.py"},

@@ -31,9 +31,11 @@ PERF_COUNT_SW_DUMMY = 9  # perf_event.h: enum perf_sw_ids
 class Capture:
     """A capture opened for reports (errors are the format's one-sentence errors)."""
 
-    def __init__(self, path: str, callchains: bool = True) -> None:
+    def __init__(self, path: str, callchains: bool = True, stacks_apart: bool = True) -> None:
         self.path = path
         self.reader = CaptureReader.open(path)
+        if stacks_apart and isinstance(self.reader, CaptureReader):  # a report unwinds from them: never joined
+            self.reader.keep_stacks_apart()
         self.callchains = callchains
         self.events = EventTable.from_header(self.reader.header)
         self._data: CaptureData | None = None

@@ -47,9 +47,14 @@ from profiler.unwind.unwinder import (
 )
 from profiler.unwind.jitcode import JitCode
 from profiler.unwind.userdata import UserData, read_user_data
+from profiler.errors import FormatError
+from profiler.format.container.codec import zstd_decompress_into
+from profiler.format.container.inflate import StackFrame
+from profiler.format.splitstacks import field_spans, sample_offsets
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
 I8 = npt.NDArray[np.int8]
 
 USER_LIMIT = np.uint64(1 << 48)
@@ -309,7 +314,10 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     w64 = np.frombuffer(view, dtype=np.uint64, count=size // 8)
     user = _from_columns(s, layout) or _read_user_data_by_span(reader, w64, s, layout)
     values, valid, pc = initial_columns(cols, user.regs, layout.sample_regs_user)
-    has = (user.abi != 0) & user.ok
+    # format 4.0 read lean: the records hold no stack copy (each frame's are inflated as its
+    # samples are unwound, below), so a sample with registers is one to unwind
+    apart = getattr(reader, "stack_frames", None)
+    has = (user.abi != 0) & (user.ok | bool(apart))
     valid &= has[:, None]
     buf = np.frombuffer(view, dtype=np.uint8, count=size)
     stacks = StackCopies(buf, user.stack_offset, np.where(has, user.stack_size, 0), values[:, SP].copy())
@@ -318,6 +326,9 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     combined = CombinedTables(code.tables, cols)
     if len(code.jit_key) and max_depth == MAX_DEPTH_DEFAULT:
         max_depth = JIT_MAX_DEPTH  # each Python call is ~4 native frames: 127 would end at ~30 calls
+    if apart:
+        return _finish(_unwind_apart(reader, apart, s, has, values, valid, pc, cols, code, combined,
+                                     max_depth, stats), len(s), stats, sources)
     idx = np.flatnonzero(has)
     idx = idx[np.argsort(user.stack_offset[idx], kind="stable")]  # file order: each page once
     parts: list[tuple[I64, UnwindResult]] = []
@@ -328,10 +339,90 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
         parts.append((ci, res))
         lo = int(user.stack_offset[ci[0]])
         reader.release(lo, int(user.stack_offset[ci[-1]] + user.stack_size[ci[-1]]) - lo)
-    full = _merge(parts, len(s))
+    return _finish(parts, len(s), stats, sources)
+
+
+def _finish(parts: list[tuple[I64, UnwindResult]], n: int, stats: UnwindStats,
+            sources: TableSources) -> tuple[UnwindResult, UnwindStats]:
+    full = _merge(parts, n)
     stats.reason = full.reason
     stats.warnings.extend(sources.warnings)
     return full, stats
+
+
+def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColumns, regs: Bools, values: U64,
+                  valid: Any, pc: U64, cols: ArchColumns, code: SnapshotCodeMap, combined: CombinedTables,
+                  max_depth: int, stats: UnwindStats) -> list[tuple[I64, UnwindResult]]:
+    """The samples of a capture read lean (format 4.0: ``CaptureReader.keep_stacks_apart``)
+    unwound a batch of frames at a time: each frame's stack fields inflated end to end into one
+    buffer reused batch after batch (``APART_SPAN`` bytes: one unwinding call per batch, not
+    per frame, and no fresh pages), the k-th SAMPLE record of a frame's lean records given the
+    k-th field's bytes. A frame whose fields do not fit its samples leaves them without user
+    frames, with one warning."""
+    order = sorted(range(len(frames)), key=lambda i: frames[i].start)
+    starts = np.asarray([frames[i].start for i in order], dtype=np.int64)
+    ends = starts + np.asarray([frames[i].length for i in order], dtype=np.int64)
+    offset = s.offset.astype(np.int64)
+    fid = np.searchsorted(starts, offset, side="right") - 1
+    inside = (fid >= 0) & (offset < ends[np.maximum(fid, 0)]) & regs
+    view = reader.raw_view()
+    parts: list[tuple[I64, UnwindResult]] = []
+    room = _Batch()
+    wanted = np.unique(fid[inside]).tolist()
+    for n, f in enumerate(wanted):
+        frame = frames[order[f]]
+        sel = np.flatnonzero(inside & (fid == f))
+        at = room.held
+        try:
+            got = zstd_decompress_into(memoryview(frame.fields), room.at, frame.size)
+            if got is None:
+                raise FormatError("its parts inflate past the sizes they declare")
+            spans = field_spans(memoryview(room.buffer)[at:at + got])
+            records = sample_offsets(view[frame.start:frame.start + frame.length]) + frame.start
+            if len(records) != len(spans):
+                raise FormatError("its samples and their stack copies do not fit together")
+        except FormatError as exc:
+            stats.warnings.append(f"the stack copies of compressed raw frame number {frame.seq} are damaged ({exc}): "
+                                  f"its {len(sel)} samples are shown without user frames.")
+        else:
+            k = np.minimum(np.searchsorted(records, offset[sel]), len(records) - 1)
+            size = np.minimum(spans[k, 2], spans[k, 1])
+            keep = (records[k] == offset[sel]) & (size > 0)
+            room.add(sel[keep], spans[k[keep], 0] + at, size[keep], got)
+        if room.samples and (room.held >= APART_SPAN or n == len(wanted) - 1):
+            sel, data, size = room.take()
+            stacks = StackCopies(np.frombuffer(room.buffer, dtype=np.uint8), data, size, values[sel, SP].copy())
+            parts.append((sel, unwind(cols, values[sel], valid[sel], pc[sel], stacks, _Subset(code, sel), combined,
+                                      max_depth)))
+    return parts
+
+
+class _Batch:
+    """Stack fields of some frames end to end in one buffer, and which samples' copies they are."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.held = 0
+        self.samples: list[tuple[I64, I64, I64]] = []
+
+    def at(self, n: int) -> memoryview:
+        """Room for ``n`` more bytes after those held (the buffer grown when it must be)."""
+        if len(self.buffer) < self.held + n:
+            grown = bytearray(max(self.held + n, APART_SPAN + n))
+            grown[:self.held] = self.buffer[:self.held]
+            self.buffer = grown
+        return memoryview(self.buffer)[self.held:self.held + n]
+
+    def add(self, sel: I64, data: I64, size: I64, length: int) -> None:
+        if len(sel):
+            self.samples.append((sel, data, size))
+        self.held += length + (-length) % 8
+
+    def take(self) -> tuple[I64, I64, I64]:
+        """The samples held (index, data offset, copy size), the buffer emptied for the next batch."""
+        out = tuple(np.concatenate([p[i] for p in self.samples]).astype(np.int64) for i in range(3))
+        self.samples, self.held = [], 0
+        return out[0], out[1], out[2]
 
 
 def _from_columns(s: SampleColumns, layout: R.SampleLayout) -> UserData | None:
@@ -380,6 +471,7 @@ def _sub_stacks(st: StackCopies, idx: I64) -> StackCopies:
 
 
 CHUNK_SPAN = 64 << 20  # samples are unwound this many bytes of the capture at a time
+APART_SPAN = 16 << 20  # and of a 4.0 capture's stack fields (inflated, then reused: kept small)
 
 
 def _spans(offsets: I64, span: int) -> list[slice]:

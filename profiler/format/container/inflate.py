@@ -51,16 +51,29 @@ def raw_budget(file_size: int) -> int:
 Join = Callable[[memoryview, memoryview], bytes | memoryview]  # lean records, stack fields -> records
 
 
+class StackFrame:
+    """A FLAG_STACKS frame read lean (``expand_raw_frames(stacks=...)``): where its lean records
+    are in the image (``start``, ``length``), and its stack fields still compressed (``fields``,
+    which inflate to ``size`` bytes), for an unwinder that takes them frame by frame."""
+
+    __slots__ = ("seq", "start", "length", "fields", "size")
+
+    def __init__(self, seq: int, start: int, length: int, fields: bytes, size: int) -> None:
+        self.seq, self.start, self.length, self.fields, self.size = seq, start, length, fields, size
+
+
 def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFrame], inflated: Inflated,
-                      warnings: list[str], join: Callable[[], Join] | None = None
-                      ) -> tuple[mmap.mmap | bytes, list[FileFrame]]:
+                      warnings: list[str], join: Callable[[], Join] | None = None,
+                      stacks: list[StackFrame] | None = None) -> tuple[mmap.mmap | bytes, list[FileFrame]]:
     """Inflate the RAW_ZSTD frames of ``view`` (a whole capture whose frames start at
     ``frames_start``) into an unlinked temporary file laid out like the capture, with RAW
     frames in their place: the file mapped, and its frames (views into the map). Record file
     offsets (what the columnar decoder and the unwinder address) then work the same for both.
     Frames past the budget (:func:`raw_budget`) are left out, with one warning. A frame with
     its stack copies apart (FLAG_STACKS) is put back together by what ``join()`` gives; one
-    whose parts do not fit is left out with a warning of its own."""
+    whose parts do not fit is left out with a warning of its own. With ``stacks`` (a list to
+    fill), such a frame's lean records go into the image instead, and its stack fields, still
+    compressed, into ``stacks``: nothing is joined, and the image holds no stack copy."""
     import tempfile
 
     budget = total = raw_budget(len(view))
@@ -75,7 +88,14 @@ def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFram
             if frame.kind == FRAME_RAW_ZSTD:
                 try:
                     parts = raw_zstd_parts(frame.payload, frame.flags)
-                    out, size = _joined(parts, budget, join, parts_room) if len(parts) == 2 else (None, -1)
+                    out: bytes | memoryview | None
+                    if len(parts) == 2 and stacks is not None:
+                        out, size = _lean(parts, budget)
+                        if out is not None:
+                            stacks.append(StackFrame(frame.seq, pos + FRAME_HEADER_SIZE, len(out), bytes(parts[1]),
+                                                     size - len(out)))
+                    else:
+                        out, size = _joined(parts, budget, join, parts_room) if len(parts) == 2 else (None, -1)
                 except FormatError as exc:
                     warnings.append(damaged_note(frame.seq, exc))
                     continue
@@ -108,6 +128,21 @@ def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFram
     out_frames = [FileFrame(kind, cpu, seq, off, whole[off + FRAME_HEADER_SIZE:off + FRAME_HEADER_SIZE + length], flags)
                   for kind, cpu, seq, off, length, flags in spans]
     return data, out_frames
+
+
+def _lean(parts: list[memoryview], budget: int) -> tuple[bytes | None, int]:
+    """A FLAG_STACKS frame's lean records, and the bytes its two parts inflate to (what counts
+    against the budget, as when they are joined); (None, 0) past the budget."""
+    sizes = [zstd_declared_size(p) for p in parts]
+    if None in sizes:
+        raise FormatError("its two parts do not declare their sizes")
+    total = sum(s for s in sizes if s is not None)
+    if total > budget:
+        return None, 0
+    lean = zstd_decompress(parts[0], sizes[0] or 0)
+    if lean is None:
+        raise FormatError("its parts inflate past the sizes they declare")
+    return lean, total
 
 
 class _Room:

@@ -16,7 +16,7 @@ from profiler import __version__
 from profiler.errors import FormatError, NotACaptureError, ProfilerError, VersionError
 from profiler.format.bounded import Budget, peek_kind, unpack
 from profiler.format.recorded import RecordedBuildIds
-from profiler.format.container.inflate import Inflated, expand_raw_frames
+from profiler.format.container.inflate import Inflated, StackFrame, expand_raw_frames
 from profiler.format.container.layout import (
     FILE_HEAD,
     FLAG_ZLIB,
@@ -89,6 +89,7 @@ class CaptureReader:
         self.inflated = Inflated()  # what the RAW_ZSTD frames were before they were inflated
         self._expanded = False  # the RAW_ZSTD frames inflated into a temporary file (scan)
         self._joiner: Callable[[memoryview, memoryview], bytes | memoryview] | None = None  # stack_joiner
+        self.stack_frames: list[StackFrame] | None = None  # keep_stacks_apart: the stack fields
 
     # -- opening --
     @classmethod
@@ -142,7 +143,7 @@ class CaptureReader:
         """Read everything from an image of the capture whose RAW_ZSTD frames are inflated
         (:func:`~profiler.format.container.inflate.expand_raw_frames`)."""
         data, frames = expand_raw_frames(self._view, self._frames_start, scan.frames, self.inflated, scan.warnings,
-                                         self.stack_joiner)
+                                         self.stack_joiner, self.stack_frames)
         self._view.release()
         if isinstance(self._data, mmap.mmap):
             try:
@@ -152,6 +153,15 @@ class CaptureReader:
         self._data = data
         self._view = memoryview(data)
         scan.frames = frames
+
+    def keep_stacks_apart(self) -> None:
+        """Read FLAG_STACKS frames (format 4.0) lean from now on: their samples without stack
+        copies in the image, and each frame's stack fields kept compressed in
+        ``stack_frames`` for an unwinder that takes them frame by frame (report/unwind_samples.py):
+        no stack copy is ever written out whole. For readers that only report; what copies
+        the capture (``archive``, ``dump``) reads it joined. No effect once inflated."""
+        if not self._expanded and self.stack_frames is None:
+            self.stack_frames = []
 
     def stack_joiner(self) -> Callable[[memoryview, memoryview], bytes | memoryview]:
         """What puts a FLAG_STACKS frame's two parts back together (profiler/format/splitstacks.py):

@@ -143,7 +143,7 @@ def archive_capture(
         if strip_paths:
             raise UsageError("--strip-paths writes a copy: -o must name another file than the capture.")
         check_writable(src)
-    capture = Capture(str(src))
+    capture = Capture(str(src), stacks_apart=False)  # copied whole, stack copies and all
     reader = capture.reader
     if in_place and _is_perf_data(reader):
         reader.close()
