@@ -314,10 +314,12 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     w64 = np.frombuffer(view, dtype=np.uint64, count=size // 8)
     user = _from_columns(s, layout) or _read_user_data_by_span(reader, w64, s, layout)
     values, valid, pc = initial_columns(cols, user.regs, layout.sample_regs_user)
-    # format 4.0 read lean: the records hold no stack copy (each frame's are inflated as its
-    # samples are unwound, below), so a sample with registers is one to unwind
-    apart = getattr(reader, "stack_frames", None)
-    has = (user.abi != 0) & (user.ok | bool(apart))
+    # format 4.0 read lean: the samples of its split frames hold no stack copy (each frame's
+    # are inflated as its samples are unwound, below), so one with registers is one to unwind;
+    # the samples of a frame written whole (the recorder could not split it) have theirs
+    apart = getattr(reader, "stack_frames", None) or []
+    lean = in_frames(apart, s.offset.astype(np.int64)) if apart else np.zeros(len(s), dtype=bool)
+    has = (user.abi != 0) & (user.ok | lean)
     valid &= has[:, None]
     buf = np.frombuffer(view, dtype=np.uint8, count=size)
     stacks = StackCopies(buf, user.stack_offset, np.where(has, user.stack_size, 0), values[:, SP].copy())
@@ -326,12 +328,12 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     combined = CombinedTables(code.tables, cols)
     if len(code.jit_key) and max_depth == MAX_DEPTH_DEFAULT:
         max_depth = JIT_MAX_DEPTH  # each Python call is ~4 native frames: 127 would end at ~30 calls
-    if apart:
-        return _finish(_unwind_apart(reader, apart, s, has, values, valid, pc, cols, code, combined,
-                                     max_depth, stats), len(s), stats, sources)
-    idx = np.flatnonzero(has)
-    idx = idx[np.argsort(user.stack_offset[idx], kind="stable")]  # file order: each page once
     parts: list[tuple[I64, UnwindResult]] = []
+    if apart:
+        parts = _unwind_apart(reader, apart, s, has & lean, values, valid, pc, cols, code, combined, max_depth,
+                              stats)
+    idx = np.flatnonzero(has & ~lean)
+    idx = idx[np.argsort(user.stack_offset[idx], kind="stable")]  # file order: each page once
     for chunk in _spans(user.stack_offset[idx], CHUNK_SPAN):
         ci = idx[chunk]
         res = unwind(cols, values[ci], valid[ci], pc[ci], _sub_stacks(stacks, ci), _Subset(code, ci),
@@ -348,6 +350,15 @@ def _finish(parts: list[tuple[I64, UnwindResult]], n: int, stats: UnwindStats,
     stats.reason = full.reason
     stats.warnings.extend(sources.warnings)
     return full, stats
+
+
+def in_frames(frames: list[StackFrame], offset: I64) -> Bools:
+    """Which of these record offsets (in a capture read lean) are in one of its split frames."""
+    starts = np.sort(np.asarray([f.start for f in frames], dtype=np.int64))
+    ends = np.sort(np.asarray([f.start + f.length for f in frames], dtype=np.int64))
+    fid = np.searchsorted(starts, offset, side="right") - 1
+    inside: Bools = (fid >= 0) & (offset < ends[np.maximum(fid, 0)])
+    return inside
 
 
 def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColumns, regs: Bools, values: U64,

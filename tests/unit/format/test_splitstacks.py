@@ -36,8 +36,10 @@ def dwarf_frames() -> tuple[SampleLayout, list[bytes]]:
         return layout, [bytes(f.payload) for f in reader.iter_frames() if f.kind == FRAME_RAW and f.payload]
 
 
-def split_copy(out: Path, spoil: Callable[[int, tuple[bytes, bytes]], tuple[bytes, bytes]] | None = None) -> Path:
-    """DWARF rewritten as format 4.0: its raw frames split (``spoil`` may change frame k's parts)."""
+def split_copy(out: Path, spoil: Callable[[int, tuple[bytes, bytes]], tuple[bytes, bytes] | bytes] | None = None
+               ) -> Path:
+    """DWARF rewritten as format 4.0: its raw frames split (``spoil`` may change frame k's parts,
+    or give frame k whole: bytes)."""
     with CaptureReader.open(DWARF) as reader:
         layout = EventTable.from_header(reader.header).events[0].layout
         writer = CaptureWriter.create(out, reader.header, VERSION_STACKS)
@@ -46,7 +48,9 @@ def split_copy(out: Path, spoil: Callable[[int, tuple[bytes, bytes]], tuple[byte
             if frame.kind == FRAME_RAW:
                 parts = split_stacks(frame.payload, layout)
                 assert parts is not None
-                writer.write_pass([(frame.cpu, spoil(k, parts) if spoil else parts)], compressed=True)
+                chosen = spoil(k, parts) if spoil else parts
+                writer.write_pass([(frame.cpu, bytes(frame.payload) if isinstance(chosen, bytes) else chosen)],
+                                  compressed=True)
                 k += 1
             elif frame.kind == FRAME_SYNTH:
                 writer.write_synth(frame.payload)
@@ -125,6 +129,16 @@ def test_a_split_capture_reads_as_the_whole_one(native: bool, tmp_path: Path, ca
         whole = run_main(capsys, *command, "-i", str(DWARF))
         assert whole[0] == 0 and whole[1].count("\n") > 2, (command, whole)
         assert run_main(capsys, *command, "-i", str(split)) == whole, command
+
+
+def test_frames_the_recorder_wrote_whole_unwind_beside_split_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 4.0 capture may hold a frame the recorder could not split (written whole): its samples
+    keep their stack copies in the records and unwind as before, beside the split frames'."""
+    monkeypatch.setenv("PROFILER_CACHE_DIR", str(tmp_path / "cache"))
+    mixed = split_copy(tmp_path / "mixed.prof", lambda k, parts: b"whole" if k % 2 else parts)
+    for command in COMMANDS:
+        assert run_main(capsys, *command, "-i", str(mixed)) == run_main(capsys, *command, "-i", str(DWARF)), command
 
 
 def test_a_frame_whose_parts_do_not_fit_is_skipped_with_one_warning(tmp_path: Path,
