@@ -373,6 +373,8 @@ class FrameStream:
         not declared."""
         parts = raw_zstd_parts(frame.payload, frame.flags)
         sizes = [zstd_declared_size(p) for p in parts]
+        if len(parts) == 2 and None in sizes:  # as the reader's own inflation says it
+            raise FormatError("its two parts do not declare their sizes")
         total = None if None in sizes else sum(s for s in sizes if s is not None)
         return parts[0], sizes[0], total
 
