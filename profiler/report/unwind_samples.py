@@ -379,10 +379,12 @@ def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColu
     view = reader.raw_view()
     parts: list[tuple[I64, UnwindResult]] = []
     room = _Batch()
-    wanted = np.unique(fid[inside]).tolist()
-    for n, f in enumerate(wanted):
-        frame = frames[order[f]]
-        sel = np.flatnonzero(inside & (fid == f))
+    chosen = np.flatnonzero(inside)
+    chosen = chosen[np.argsort(fid[chosen], kind="stable")]  # by frame, each frame's in sample order
+    cuts = np.flatnonzero(np.diff(fid[chosen])) + 1
+    groups = np.split(chosen, cuts) if len(chosen) else []
+    for n, sel in enumerate(groups):
+        frame = frames[order[int(fid[sel[0]])]]
         at = room.held
         try:
             got = zstd_decompress_into(memoryview(frame.fields), room.at, frame.size)
@@ -400,7 +402,7 @@ def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColu
             size = np.minimum(spans[k, 2], spans[k, 1])
             keep = (records[k] == offset[sel]) & (size > 0)
             room.add(sel[keep], spans[k[keep], 0] + at, size[keep], got)
-        if room.samples and (room.held >= APART_SPAN or n == len(wanted) - 1):
+        if room.samples and (room.held >= APART_SPAN or n == len(groups) - 1):
             sel, data, size = room.take()
             stacks = StackCopies(np.frombuffer(room.buffer, dtype=np.uint8), data, size, values[sel, SP].copy())
             parts.append((sel, unwind(cols, values[sel], valid[sel], pc[sel], stacks, _Subset(code, sel), combined,
