@@ -69,11 +69,24 @@ def _stack_word(buf: bytes | memoryview, pos: int, size: int, words: tuple[int, 
 
 def split_stacks(buf: bytes | memoryview, layout: R.SampleLayout) -> tuple[bytes, bytes] | None:
     """``buf`` (whole native-order kernel records) compacted and split into (lean records,
-    stack fields); None when it cannot be (a layout whose stack field compact.py cannot find,
-    or a record that does not parse): the caller writes it whole."""
+    stack fields) — by the compiled ``split_stacks`` when it is built, else
+    :func:`split_stacks_python` —; None when it cannot be (a layout whose stack field
+    compact.py cannot find, or a record that does not parse): the caller writes it whole."""
+    from profiler.native import kernels
+
     if not can_compact(layout):
         return None
     data = compact_stacks(buf, layout)
+    module = kernels()
+    if module is None:
+        return split_stacks_python(data, layout)
+    parts: tuple[bytes, bytes] | None = module.split_stacks(data, *stack_words(layout))
+    return parts
+
+
+def split_stacks_python(data: bytes, layout: R.SampleLayout) -> tuple[bytes, bytes] | None:
+    """:func:`split_stacks` of compacted records in Python: the reference the compiled one is
+    tested against (and the recorder's without the extension: 2.4 us a sample against 0.8)."""
     if len(data) % 8:
         return None
     words = stack_words(layout)
@@ -135,16 +148,7 @@ def join_stacks(lean: bytes | memoryview, fields: bytes | memoryview, layout: R.
     """The records :func:`split_stacks` split, put back together (the compiled kernel's
     ``join_stacks`` when it is built and the records are in this machine's byte order ``bo``,
     else :func:`join_stacks_python`); a frame whose parts do not fit together is a FormatError."""
-    from profiler.native import kernels
-
-    module = kernels()
-    if module is None or bo != _NATIVE:
-        return join_stacks_python(lean, fields, layout, bo)
-    out = module.join_stacks(lean, fields, *stack_words(layout))
-    if out is None:
-        raise FormatError(_MISFIT)
-    joined: bytes = out
-    return joined
+    return bytes(Joiner(layout, bo)(lean, fields))
 
 
 _MISFIT = "its samples and their stack copies do not fit together"

@@ -1137,17 +1137,17 @@ done:
     return out;
 }
 
-/* join_stacks(lean, fields, fixed_words, callchain, nregs[, out]) -> bytes, or the joined length
- * written into the writable buffer ``out`` (at least len(lean) + len(fields) bytes: a reader
- * reuses one), or None: the SAMPLE records of ``lean`` with their stack fields (one u64 0 each)
+/* join_stacks(lean, fields, fixed_words, callchain, nregs, out) -> the joined length written into
+ * the writable buffer ``out`` (at least len(lean) + len(fields) bytes: a reader reuses one), or
+ * None: the SAMPLE records of ``lean`` with their stack fields (one u64 0 each)
  * replaced by the next whole field of ``fields`` (u64 size, and with size > 0 the data and u64
  * dyn_size), headers resized; None when the two do not fit together.
  * profiler/format/splitstacks.py: join_stacks_python is the reference. */
 static PyObject *join_stacks(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ol, *of, *oo = NULL;
+    PyObject *ol, *of, *oo;
     long long fixed, callchain, nregs;
-    if (!PyArg_ParseTuple(args, "OOLLL|O", &ol, &of, &fixed, &callchain, &nregs, &oo))
+    if (!PyArg_ParseTuple(args, "OOLLLO", &ol, &of, &fixed, &callchain, &nregs, &oo))
         return NULL;
     Buf bufs[2];
     memset(bufs, 0, sizeof(bufs));
@@ -1158,31 +1158,18 @@ static PyObject *join_stacks(PyObject *self, PyObject *args) {
     const uint8_t *lean = (const uint8_t *)bufs[0].b.buf, *fields = (const uint8_t *)bufs[1].b.buf;
     int64_t end = bufs[0].b.len, flen = bufs[1].b.len;
     int bad = end % 8 || flen % 8 || fixed < 1;
-    PyObject *out = NULL;
     Py_buffer ob;
-    int held = 0;
-    uint8_t *dst = NULL;
-    if (!bad && oo != NULL && oo != Py_None) {
-        if (PyObject_GetBuffer(oo, &ob, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-            release(bufs, 2);
-            return NULL;
-        }
-        held = 1;
-        if (ob.len < end + flen) {
-            PyBuffer_Release(&ob);
-            release(bufs, 2);
-            PyErr_SetString(PyExc_ValueError, "join_stacks: the output buffer is too small");
-            return NULL;
-        }
-        dst = (uint8_t *)ob.buf;
-    } else if (!bad) {
-        out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(end + flen));
-        if (!out) {
-            release(bufs, 2);
-            return NULL;
-        }
-        dst = (uint8_t *)PyBytes_AS_STRING(out);
+    if (PyObject_GetBuffer(oo, &ob, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        release(bufs, 2);
+        return NULL;
     }
+    if (ob.len < end + flen) {
+        PyBuffer_Release(&ob);
+        release(bufs, 2);
+        PyErr_SetString(PyExc_ValueError, "join_stacks: the output buffer is too small");
+        return NULL;
+    }
+    uint8_t *dst = (uint8_t *)ob.buf;
     int64_t pos = 0, q = 0, o = 0;
     if (!bad) {
         Py_BEGIN_ALLOW_THREADS
@@ -1225,17 +1212,90 @@ static PyObject *join_stacks(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
     }
     release(bufs, 2);
-    if (held)
-        PyBuffer_Release(&ob);
-    if (bad || pos != end || q != flen) {
-        Py_XDECREF(out);
+    PyBuffer_Release(&ob);
+    if (bad || pos != end || q != flen)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong((long long)o);
+}
+
+/* split_stacks(records, fixed_words, callchain, nregs) -> (lean, fields) or None: the recorder's
+ * side of join_stacks (each SAMPLE's stack field moved to ``fields``, one u64 0 left in its
+ * place, its header resized); None when a record does not parse or the walk stops short.
+ * profiler/format/splitstacks.py: split_stacks_python is the reference. */
+static PyObject *split_stacks(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ob;
+    long long fixed, callchain, nregs;
+    if (!PyArg_ParseTuple(args, "OLLL", &ob, &fixed, &callchain, &nregs))
+        return NULL;
+    Buf b;
+    memset(&b, 0, sizeof(b));
+    if (get_buf(ob, &b, 1, "records") < 0) {
+        release(&b, 1);
+        return NULL;
+    }
+    const uint8_t *in = (const uint8_t *)b.b.buf;
+    int64_t end = b.b.len, pos = 0, lo = 0, fo = 0;
+    PyObject *lean = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)end + 8);
+    PyObject *fields = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)end + 8);
+    int bad = !lean || !fields || end % 8 || fixed < 1;
+    if (!bad) {
+        uint8_t *l = (uint8_t *)PyBytes_AS_STRING(lean), *f = (uint8_t *)PyBytes_AS_STRING(fields);
+        Py_BEGIN_ALLOW_THREADS
+        while (pos + 8 <= end) {
+            uint32_t type;
+            uint16_t size;
+            memcpy(&type, in + pos, 4);
+            memcpy(&size, in + pos + 6, 2);
+            if (size < 8 || size % 8 || pos + size > end) { bad = 1; break; }
+            if (type != PERF_RECORD_SAMPLE) {
+                memcpy(l + lo, in + pos, size);
+                lo += size, pos += size;
+                continue;
+            }
+            int64_t words = size / 8, cur = fixed;
+            if (callchain) {
+                if (cur >= words) { bad = 1; break; }
+                uint64_t nr = load64(in + pos + 8 * cur);
+                if (nr >= (uint64_t)words) { bad = 1; break; }
+                cur += 1 + (int64_t)nr;
+            }
+            if (nregs >= 0) {
+                if (cur >= words) { bad = 1; break; }
+                cur += 1 + (load64(in + pos + 8 * cur) ? nregs : 0);
+            }
+            if (cur >= words) { bad = 1; break; }
+            uint64_t stack = load64(in + pos + 8 * cur);
+            if (stack > (uint64_t)size) { bad = 1; break; }
+            int64_t length = stack ? 16 + (int64_t)stack : 8;
+            if (8 * cur + length > size) { bad = 1; break; }
+            memcpy(l + lo, in + pos, (size_t)(8 * cur));
+            uint16_t nsize = (uint16_t)(size - length + 8);
+            memcpy(l + lo + 6, &nsize, 2);
+            memset(l + lo + 8 * cur, 0, 8);
+            memcpy(l + lo + 8 * cur + 8, in + pos + 8 * cur + length, (size_t)(size - 8 * cur - length));
+            memcpy(f + fo, in + pos + 8 * cur, (size_t)length);
+            lo += nsize, fo += length, pos += size;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    release(&b, 1);
+    if (bad || pos != end) {
+        Py_XDECREF(lean);
+        Py_XDECREF(fields);
+        if (PyErr_Occurred())
+            return NULL;
         Py_RETURN_NONE;
     }
-    if (held)
-        return PyLong_FromLongLong((long long)o);
-    if (_PyBytes_Resize(&out, (Py_ssize_t)o) < 0)
+    if (_PyBytes_Resize(&lean, (Py_ssize_t)lo) < 0) {
+        Py_DECREF(fields);
         return NULL;
-    return out;
+    }
+    if (_PyBytes_Resize(&fields, (Py_ssize_t)fo) < 0) {
+        Py_DECREF(lean);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", lean, fields);
 }
 
 /* field_spans(fields) -> bytes of int64 triples (data offset, size, dyn_size), one per stack
@@ -1332,8 +1392,10 @@ static PyMethodDef methods[] = {
      "cpu_limit, keep_cpu) -> (rows, chain_start, chain_words, recorded, present, damaged, any_sample, "
      "first_time, cpu_known, period_total_high, period_total_low) or None: see profiler/report/tally_native.py"},
     {"join_stacks", join_stacks, METH_VARARGS,
-     "join_stacks(lean, fields, fixed_words, callchain, nregs[, out]) -> bytes, length written into out, or None: "
+     "join_stacks(lean, fields, fixed_words, callchain, nregs, out) -> length written into out, or None: "
      "see profiler/format/splitstacks.py"},
+    {"split_stacks", split_stacks, METH_VARARGS,
+     "split_stacks(records, fixed_words, callchain, nregs) -> (lean, fields) or None: see profiler/format/splitstacks.py"},
     {"field_spans", field_spans, METH_VARARGS,
      "field_spans(fields) -> int64 (data offset, size, dyn_size) triples or None: see profiler/format/splitstacks.py"},
     {"sample_offsets", sample_offsets, METH_VARARGS,

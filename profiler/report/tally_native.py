@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from profiler.format import records as R
 from profiler.errors import FormatError
-from profiler.format.container.codec import raw_zstd_parts, zstd_declared_size, zstd_decompress_into
+from profiler.format.container.codec import raw_zstd_parts, split_sizes, zstd_declared_size, zstd_decompress_into
 from profiler.format.container.inflate import damaged_note, raw_budget, skipped_note
 from profiler.format.container.layout import (
     FRAME_HEADER_SIZE,
@@ -372,11 +372,11 @@ class FrameStream:
         counts against the budget, as the reader's own inflation counts it); sizes None when
         not declared."""
         parts = raw_zstd_parts(frame.payload, frame.flags)
-        sizes = [zstd_declared_size(p) for p in parts]
-        if len(parts) == 2 and None in sizes:  # as the reader's own inflation says it
-            raise FormatError("its two parts do not declare their sizes")
-        total = None if None in sizes else sum(s for s in sizes if s is not None)
-        return parts[0], sizes[0], total
+        if len(parts) == 2:
+            lean, fields = split_sizes(parts)  # as the reader's own inflation checks them
+            return parts[0], lean, lean + fields
+        declared = zstd_declared_size(parts[0])
+        return parts[0], declared, declared
 
     def _chunk(self, chunk: StreamChunk) -> tuple[StreamChunk, RecordViews | None, I64, I64]:
         if chunk.skimmed:

@@ -54,7 +54,6 @@ from profiler.format.splitstacks import field_spans, sample_offsets
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
 I8 = npt.NDArray[np.int8]
 
 USER_LIMIT = np.uint64(1 << 48)
@@ -318,7 +317,8 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     # are inflated as its samples are unwound, below), so one with registers is one to unwind;
     # the samples of a frame written whole (the recorder could not split it) have theirs
     apart = getattr(reader, "stack_frames", None) or []
-    lean = in_frames(apart, s.offset.astype(np.int64)) if apart else np.zeros(len(s), dtype=bool)
+    fid = frame_of(apart, s.offset.astype(np.int64))
+    lean = fid >= 0
     has = (user.abi != 0) & (user.ok | lean)
     valid &= has[:, None]
     buf = np.frombuffer(view, dtype=np.uint8, count=size)
@@ -330,8 +330,8 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
         max_depth = JIT_MAX_DEPTH  # each Python call is ~4 native frames: 127 would end at ~30 calls
     parts: list[tuple[I64, UnwindResult]] = []
     if apart:
-        parts = _unwind_apart(reader, apart, s, has & lean, values, valid, pc, cols, code, combined, max_depth,
-                              stats)
+        parts = _unwind_apart(reader, apart, s, np.where(has, fid, -1), values, valid, pc, cols, code, combined,
+                              max_depth, stats)
     idx = np.flatnonzero(has & ~lean)
     idx = idx[np.argsort(user.stack_offset[idx], kind="stable")]  # file order: each page once
     for chunk in _spans(user.stack_offset[idx], CHUNK_SPAN):
@@ -352,39 +352,37 @@ def _finish(parts: list[tuple[I64, UnwindResult]], n: int, stats: UnwindStats,
     return full, stats
 
 
-def in_frames(frames: list[StackFrame], offset: I64) -> Bools:
-    """Which of these record offsets (in a capture read lean) are in one of its split frames."""
-    starts = np.sort(np.asarray([f.start for f in frames], dtype=np.int64))
-    ends = np.sort(np.asarray([f.start + f.length for f in frames], dtype=np.int64))
+def frame_of(frames: list[StackFrame], offset: I64) -> I64:
+    """For each record offset (in a capture read lean), the split frame (an index into
+    ``frames``, which are in file order) whose lean records hold it, or -1."""
+    starts = np.asarray([f.start for f in frames], dtype=np.int64)
+    ends = starts + np.asarray([f.length for f in frames], dtype=np.int64)
     fid = np.searchsorted(starts, offset, side="right") - 1
-    inside: Bools = (fid >= 0) & (offset < ends[np.maximum(fid, 0)])
-    return inside
+    inside = (fid >= 0) & (offset < ends[np.maximum(fid, 0)]) if len(frames) else np.zeros(len(offset), dtype=bool)
+    out: I64 = np.where(inside, fid, -1)
+    return out
 
 
-def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColumns, regs: Bools, values: U64,
+def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColumns, fid: I64, values: U64,
                   valid: Any, pc: U64, cols: ArchColumns, code: SnapshotCodeMap, combined: CombinedTables,
                   max_depth: int, stats: UnwindStats) -> list[tuple[I64, UnwindResult]]:
     """The samples of a capture read lean (format 4.0: ``CaptureReader.keep_stacks_apart``)
     unwound a batch of frames at a time: each frame's stack fields inflated end to end into one
     buffer reused batch after batch (``APART_SPAN`` bytes: one unwinding call per batch, not
     per frame, and no fresh pages), the k-th SAMPLE record of a frame's lean records given the
-    k-th field's bytes. A frame whose fields do not fit its samples leaves them without user
-    frames, with one warning."""
-    order = sorted(range(len(frames)), key=lambda i: frames[i].start)
-    starts = np.asarray([frames[i].start for i in order], dtype=np.int64)
-    ends = starts + np.asarray([frames[i].length for i in order], dtype=np.int64)
+    k-th field's bytes (``fid``: each sample's frame, :func:`frame_of`; -1: not to unwind here).
+    A frame whose fields do not fit its samples leaves them without user frames, with one
+    warning."""
     offset = s.offset.astype(np.int64)
-    fid = np.searchsorted(starts, offset, side="right") - 1
-    inside = (fid >= 0) & (offset < ends[np.maximum(fid, 0)]) & regs
     view = reader.raw_view()
     parts: list[tuple[I64, UnwindResult]] = []
     room = _Batch()
-    chosen = np.flatnonzero(inside)
+    chosen = np.flatnonzero(fid >= 0)
     chosen = chosen[np.argsort(fid[chosen], kind="stable")]  # by frame, each frame's in sample order
     cuts = np.flatnonzero(np.diff(fid[chosen])) + 1
     groups = np.split(chosen, cuts) if len(chosen) else []
     for n, sel in enumerate(groups):
-        frame = frames[order[int(fid[sel[0]])]]
+        frame = frames[int(fid[sel[0]])]
         at = room.held
         try:
             got = zstd_decompress_into(memoryview(frame.fields), room.at, frame.size)

@@ -105,6 +105,15 @@ def raw_zstd_parts(payload: memoryview, flags: int) -> list[memoryview]:
     return [payload[STACKS_HEAD.size:STACKS_HEAD.size + first], payload[STACKS_HEAD.size + first:]]
 
 
+def split_sizes(parts: list[memoryview]) -> tuple[int, int]:
+    """What the two parts of a FLAG_STACKS frame declare they inflate to; a part that declares
+    nothing is a FormatError (the writer's always declare)."""
+    lean, fields = (zstd_declared_size(p) for p in parts)
+    if lean is None or fields is None:
+        raise FormatError("its two parts do not declare their sizes")
+    return lean, fields
+
+
 def zstd_declared_size(data: memoryview) -> int | None:
     """The inflated size a compressed raw frame declares (the writer's always do), read from
     its header without inflating it; None when it declares none or is damaged (inflating it

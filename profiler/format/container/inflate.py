@@ -17,7 +17,7 @@ import mmap
 from collections.abc import Callable
 
 from profiler.errors import FormatError
-from profiler.format.container.codec import raw_zstd_parts, zstd_declared_size, zstd_decompress, zstd_decompress_into
+from profiler.format.container.codec import raw_zstd_parts, split_sizes, zstd_decompress, zstd_decompress_into
 from profiler.format.container.layout import FRAME_HEAD, FRAME_HEADER_SIZE, FRAME_RAW, FRAME_RAW_ZSTD, pad8
 from profiler.format.container.scan import FileFrame
 from profiler.value import Value
@@ -52,9 +52,10 @@ Join = Callable[[memoryview, memoryview], bytes | memoryview]  # lean records, s
 
 
 class StackFrame:
-    """A FLAG_STACKS frame read lean (``expand_raw_frames(stacks=...)``): where its lean records
-    are in the image (``start``, ``length``), and its stack fields still compressed (``fields``,
-    which inflate to ``size`` bytes), for an unwinder that takes them frame by frame."""
+    """A FLAG_STACKS frame read lean (``expand_raw_frames(stacks=...)``, which lists them in file
+    order): where its lean records are in the image (``start``, ``length``), and its stack
+    fields still compressed (``fields``, which inflate to ``size`` bytes), for an unwinder that
+    takes them frame by frame."""
 
     __slots__ = ("seq", "start", "length", "fields", "size")
 
@@ -133,16 +134,13 @@ def expand_raw_frames(view: memoryview, frames_start: int, frames: list[FileFram
 def _lean(parts: list[memoryview], budget: int) -> tuple[bytes | None, int]:
     """A FLAG_STACKS frame's lean records, and the bytes its two parts inflate to (what counts
     against the budget, as when they are joined); (None, 0) past the budget."""
-    sizes = [zstd_declared_size(p) for p in parts]
-    if None in sizes:
-        raise FormatError("its two parts do not declare their sizes")
-    total = sum(s for s in sizes if s is not None)
-    if total > budget:
+    sizes = split_sizes(parts)
+    if sum(sizes) > budget:
         return None, 0
-    lean = zstd_decompress(parts[0], sizes[0] or 0)
+    lean = zstd_decompress(parts[0], sizes[0])
     if lean is None:
         raise FormatError("its parts inflate past the sizes they declare")
-    return lean, total
+    return lean, sum(sizes)
 
 
 class _Room:
@@ -162,13 +160,13 @@ def _joined(parts: list[memoryview], budget: int, join: Callable[[], Join] | Non
     """A FLAG_STACKS frame's records put back together (a view valid until the next frame's),
     and the bytes its two parts inflate to (what counts against the budget); (None, 0) past
     the budget."""
-    sizes = [zstd_declared_size(p) for p in parts]
-    if None in sizes or join is None:
-        raise FormatError("its two parts do not declare their sizes" if join else "nothing joins its parts")
-    total = sum(s for s in sizes if s is not None)
+    if join is None:
+        raise FormatError("nothing joins its parts")
+    sizes = split_sizes(parts)
+    total = sum(sizes)
     if total > budget:
         return None, 0
-    lean, fields = (zstd_decompress_into(p, room, s or 0) for p, room, s in zip(parts, rooms, sizes))
+    lean, fields = (zstd_decompress_into(p, room, s) for p, room, s in zip(parts, rooms, sizes))
     if lean is None or fields is None:
         raise FormatError("its parts inflate past the sizes they declare")
     return join()(rooms[0](lean), rooms[1](fields)), total

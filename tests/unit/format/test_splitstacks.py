@@ -99,7 +99,9 @@ def test_the_compiled_join_agrees_with_python_on_damaged_parts(seed: int) -> Non
             want: bytes | None = join_stacks_python(bytes(lean), bytes(fields), layout)
         except FormatError:
             want = None
-        assert module.join_stacks(bytes(lean), bytes(fields), *_words(layout)) == want
+        out = bytearray(len(lean) + len(fields))
+        n = module.join_stacks(bytes(lean), bytes(fields), *_words(layout), out)
+        assert (None if n is None else bytes(out[:n])) == want
 
 
 def _words(layout: SampleLayout) -> tuple[int, int, int]:
@@ -200,3 +202,25 @@ def test_the_compiled_field_and_sample_walks_agree_with_python(seed: int) -> Non
         assert len(offsets) == len(field_spans_python(fields))
         reference = [p for p in record_offsets(lean) if int.from_bytes(lean[p:p + 4], sys.byteorder) == 9]
         assert offsets.tolist() == reference
+
+
+@pytest.mark.skipif(kernels() is None, reason="the compiled kernels are not built")
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_split_agrees_with_python(seed: int) -> None:
+    """The recorder's split (per drained buffer): the compiled one and its Python reference give
+    the same parts, or both refuse, on real records and damaged ones."""
+    from profiler.format.compact import compact_stacks
+    from profiler.format.splitstacks import split_stacks_python, stack_words
+
+    layout, frames = dwarf_frames()
+    rnd = random.Random(seed)
+    module = kernels()
+    for _ in range(40):
+        data = bytearray(compact_stacks(rnd.choice(frames), layout))
+        if rnd.random() < 0.6:
+            for _ in range(rnd.randint(1, 3)):
+                data[rnd.randrange(len(data))] = rnd.randrange(256)
+        if rnd.random() < 0.2:
+            del data[rnd.randrange(len(data)) & ~7:]
+        want = split_stacks_python(bytes(data), layout)
+        assert module.split_stacks(bytes(data), *stack_words(layout)) == want
