@@ -60,12 +60,19 @@ def test_annotate_agrees_with_perf_annotate(binary: Path, ours: Path, tmp_path: 
         pytest.skip(f"perf record does not work here: {rec.stderr.strip()[:200]}")
     theirs = shares(subprocess.run([perf, "annotate", "-i", str(data), "--stdio", "drive"],
                                    capture_output=True, text=True, check=True).stdout)
+    # the same samples (perf's own file, which we read too): the same share at every address
+    same = shares(profiler("annotate", "-i", data, "drive").stdout)
+    assert sorted(same) == sorted(theirs) and len(same) > 20
+    for addr, share in theirs.items():
+        assert same[addr] == pytest.approx(share, abs=0.01), (hex(addr), same, theirs)
+    # our own recording of another run: the same instructions, and as much of the time in the
+    # hot ones (which of two neighbouring instructions a timer interrupt lands on varies from
+    # run to run: 3.7 against 10.4 % at one address was seen, the hot loop's total agreeing)
     mine = shares(profiler("annotate", "-i", ours, "drive").stdout)
     assert sorted(mine) == sorted(theirs) and len(mine) > 20
     hot = {a for a, p in theirs.items() if p >= 5.0} | {a for a, p in mine.items() if p >= 5.0}
     assert hot
-    for addr in hot:
-        assert mine[addr] == pytest.approx(theirs[addr], abs=6.0), (hex(addr), mine, theirs)
+    assert sum(mine[a] for a in hot) == pytest.approx(sum(theirs[a] for a in hot), abs=10.0), (mine, theirs)
     assert sum(mine.values()) == pytest.approx(100.0, abs=0.5)
 
 
