@@ -785,6 +785,145 @@ static uint64_t read_word(const uint8_t *buf, int64_t buflen, int64_t offset, in
     return v;
 }
 
+/* The rule tables of unwinder.CombinedTables, for step_one. */
+typedef struct {
+    const uint8_t *cfa_kind, *rule_kind, *flags;
+    const int64_t *cfa_reg, *cfa_off, *rule_arg, *rule_reg;
+    const uint64_t *plt;
+    int64_t nrows, fp_index, t, ra_col, sp_col, ra_is_register;
+    uint64_t ra_mask;
+} Rules;
+
+/* One frame of one sample (unwinder._step_numpy for one row): ``reg``/``val`` (t columns) and
+ * ``*pc``, ``*after_signal`` updated in place; the reason to stop (W_ACTIVE: it goes on). */
+static uint8_t step_one(const Rules *tb, const uint8_t *buf, int64_t buflen, int64_t offset, int64_t size,
+                        uint64_t sp0, uint64_t *pc, uint64_t *reg, uint8_t *val, uint8_t *after_signal,
+                        int64_t row, int8_t kind, int okv) {
+    const int64_t t = tb->t;
+    uint64_t old[MAX_COLUMNS];
+    uint8_t old_ok[MAX_COLUMNS];
+    memcpy(old, reg, (size_t)t * 8);
+    memcpy(old_ok, val, (size_t)t);
+    int fp = kind == LOC_FP_, no_map = kind == LOC_NO_MAP_;
+    int no_cfi = !no_map && !fp && (kind == LOC_NO_CFI_ || !okv);
+    int64_t r = fp ? tb->fp_index : row;
+    if (r < 0 || r >= tb->nrows)
+        r = tb->fp_index, no_cfi = !no_map; /* a row the lookup never gives: no CFI */
+    int ck = tb->cfa_kind[r];
+    int64_t creg = tb->cfa_reg[r];
+    int signal = (tb->flags[r] & 1) != 0;
+    int unsupported = (ck != CFA_REG_ && ck != CFA_DEREF_ && ck != CFA_PLT_) || creg < 0 || creg >= t;
+    int64_t base_col = creg > 0 && creg < t ? creg : 0;
+    int base_ok = old_ok[base_col] && !unsupported;
+    uint64_t cfa = old[base_col] + (uint64_t)tb->cfa_off[r];
+    if (ck == CFA_PLT_ && (*pc & 15) >= tb->plt[r])
+        cfa += 8;
+    if (ck == CFA_DEREF_) {
+        int inside;
+        cfa = read_word(buf, buflen, offset, size, sp0, cfa, &inside);
+        base_ok &= inside;
+    }
+    int ra_short = 0;
+    const uint8_t *kinds = tb->rule_kind + r * t;
+    for (int64_t c = 0; c < t; c++) {
+        int k = kinds[c];
+        if (k == R_SAME)
+            continue;
+        uint64_t arg = (uint64_t)tb->rule_arg[r * t + c];
+        int64_t src = tb->rule_reg[r * t + c];
+        src = src > 0 && src < t ? src : 0;
+        int at_reg = k == R_AT_REG;
+        uint64_t where = (at_reg ? old[src] : cfa) + arg;
+        int src_ok = at_reg ? old_ok[src] : base_ok;
+        int in_memory = at_reg || k == R_AT_CFA;
+        int inside;
+        uint64_t value = read_word(buf, buflen, offset, size, sp0, where, &inside);
+        if (c == tb->ra_col && in_memory && !inside && src_ok)
+            ra_short = 1;
+        reg[c] = in_memory ? value : where;
+        val[c] = in_memory ? (uint8_t)(inside && src_ok) : (uint8_t)(k == R_VAL_CFA && src_ok);
+    }
+    const int64_t sp_col = tb->sp_col, ra_col = tb->ra_col;
+    uint64_t old_sp = old[sp_col];
+    if (kinds[sp_col] == R_SAME) {
+        reg[sp_col] = cfa;
+        val[sp_col] = (uint8_t)base_ok;
+    }
+    uint64_t ra = reg[ra_col] & tb->ra_mask;
+    int ra_ok = val[ra_col];
+    uint8_t w;
+    if (no_map)
+        w = W_NO_MAP;
+    else if (no_cfi)
+        w = W_NO_CFI;
+    else if (unsupported || (!base_ok && ck == CFA_REG_))
+        w = W_UNSUPPORTED;
+    else if (!base_ok || ra_short)
+        w = W_SHORT;
+    else if (!ra_ok || ra == 0)
+        w = W_END;
+    else if (!val[sp_col] || (reg[sp_col] <= old_sp && !signal))
+        w = W_NO_PROGRESS;
+    else
+        w = W_ACTIVE;
+    if (!tb->ra_is_register)
+        val[ra_col] = 0;
+    *pc = ra;
+    *after_signal = (uint8_t)signal;
+    return w;
+}
+
+/* Checks the rule-table buffers b[first .. first + 8] (cfa_kind, cfa_reg, cfa_off, plt,
+ * rule_kind, rule_arg, rule_reg, flags) against each other and fills ``tb``; 0 when they do
+ * not fit. */
+static int rules_from(Rules *tb, const Buf *b, long long fp_index, long long t, long long ra_col, long long sp_col,
+                      unsigned long long ra_mask, long long ra_is_register) {
+    int64_t nrows = b[0].b.len;
+    if (t <= 0 || t > MAX_COLUMNS || ra_col < 0 || ra_col >= t || sp_col < 0 || sp_col >= t || fp_index < 0 ||
+        fp_index >= nrows)
+        return 0;
+    if (b[1].b.len != nrows * 8 || b[2].b.len != nrows * 8 || b[3].b.len != nrows * 8 || b[4].b.len != nrows * t ||
+        b[5].b.len != nrows * t * 8 || b[6].b.len != nrows * t * 8 || b[7].b.len != nrows)
+        return 0;
+    tb->cfa_kind = b[0].b.buf;
+    tb->cfa_reg = b[1].b.buf;
+    tb->cfa_off = b[2].b.buf;
+    tb->plt = b[3].b.buf;
+    tb->rule_kind = b[4].b.buf;
+    tb->rule_arg = b[5].b.buf;
+    tb->rule_reg = b[6].b.buf;
+    tb->flags = b[7].b.buf;
+    tb->nrows = nrows;
+    tb->fp_index = fp_index;
+    tb->t = t;
+    tb->ra_col = ra_col;
+    tb->sp_col = sp_col;
+    tb->ra_mask = ra_mask;
+    tb->ra_is_register = ra_is_register;
+    return 1;
+}
+
+/* Takes the buffers of ``objs`` (``items``: each one's item size; ``writable``: a bit per
+ * buffer); 0 with the exception set when one is not a contiguous buffer of that item size. */
+static int take_buffers(PyObject **objs, Buf *b, int n, const Py_ssize_t *items, uint64_t writable,
+                        const char *what) {
+    memset(b, 0, sizeof(Buf) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        int flags = writable >> i & 1 ? PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE : PyBUF_C_CONTIGUOUS;
+        if (PyObject_GetBuffer(objs[i], &b[i].b, flags) < 0) {
+            release(b, n);
+            return 0;
+        }
+        b[i].held = 1;
+        if (b[i].b.len % items[i]) {
+            PyErr_Format(PyExc_ValueError, "%s: an array of the wrong item size", what);
+            release(b, n);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 enum { U_BUF, U_OFFSET, U_SIZE, U_SP0, U_PC, U_REGS, U_VALID, U_SIGNAL, U_ROW, U_KIND, U_OK, U_CFA_KIND,
        U_CFA_REG, U_CFA_OFF, U_PLT, U_RULE_KIND, U_RULE_ARG, U_RULE_REG, U_FLAGS, U_N };
 
@@ -801,30 +940,15 @@ static PyObject *unwind_step(PyObject *self, PyObject *args) {
         return NULL;
     static const Py_ssize_t items[U_N] = {1, 8, 8, 8, 8, 8, 1, 1, 8, 1, 1, 1, 8, 8, 8, 1, 8, 8, 1};
     Buf b[U_N];
-    memset(b, 0, sizeof(b));
-    for (int i = 0; i < U_N; i++) {
-        int writable = i == U_PC || i == U_REGS || i == U_VALID || i == U_SIGNAL;
-        if (PyObject_GetBuffer(objs[i], &b[i].b, writable ? PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE
-                                                          : PyBUF_C_CONTIGUOUS) < 0) {
-            release(b, U_N);
-            return NULL;
-        }
-        b[i].held = 1;
-        if (b[i].b.len % items[i]) {
-            PyErr_SetString(PyExc_ValueError, "unwind_step: an array of the wrong item size");
-            release(b, U_N);
-            return NULL;
-        }
-    }
-    int64_t m = b[U_PC].b.len / 8, nrows = b[U_CFA_KIND].b.len;
-    int bad = t <= 0 || t > MAX_COLUMNS || ra_col < 0 || ra_col >= t || sp_col < 0 || sp_col >= t ||
-              fp_index < 0 || fp_index >= nrows;
+    uint64_t writable = 1u << U_PC | 1u << U_REGS | 1u << U_VALID | 1u << U_SIGNAL;
+    if (!take_buffers(objs, b, U_N, items, writable, "unwind_step"))
+        return NULL;
+    Rules tb;
+    int64_t m = b[U_PC].b.len / 8;
+    int bad = !rules_from(&tb, b + U_CFA_KIND, fp_index, t, ra_col, sp_col, ra_mask, ra_is_register);
     bad |= b[U_OFFSET].b.len != m * 8 || b[U_SIZE].b.len != m * 8 || b[U_SP0].b.len != m * 8 ||
            b[U_REGS].b.len != m * t * 8 || b[U_VALID].b.len != m * t || b[U_SIGNAL].b.len != m ||
            b[U_ROW].b.len != m * 8 || b[U_KIND].b.len != m || b[U_OK].b.len != m;
-    bad |= b[U_CFA_REG].b.len != nrows * 8 || b[U_CFA_OFF].b.len != nrows * 8 || b[U_PLT].b.len != nrows * 8 ||
-           b[U_RULE_KIND].b.len != nrows * t || b[U_RULE_ARG].b.len != nrows * t * 8 ||
-           b[U_RULE_REG].b.len != nrows * t * 8 || b[U_FLAGS].b.len != nrows;
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "unwind_step: inconsistent arguments");
         release(b, U_N);
@@ -843,86 +967,224 @@ static PyObject *unwind_step(PyObject *self, PyObject *args) {
     uint64_t *pcs = b[U_PC].b.buf, *regs = b[U_REGS].b.buf;
     uint8_t *valid = b[U_VALID].b.buf, *after_signal = b[U_SIGNAL].b.buf;
     const int8_t *kind = b[U_KIND].b.buf;
-    const uint8_t *okv = b[U_OK].b.buf, *cfa_kind = b[U_CFA_KIND].b.buf, *rule_kind = b[U_RULE_KIND].b.buf;
-    const uint8_t *flags = b[U_FLAGS].b.buf;
-    const int64_t *cfa_reg = b[U_CFA_REG].b.buf, *cfa_off = b[U_CFA_OFF].b.buf, *rule_arg = b[U_RULE_ARG].b.buf;
-    const int64_t *rule_reg = b[U_RULE_REG].b.buf;
-    const uint64_t *plt = b[U_PLT].b.buf;
+    const uint8_t *okv = b[U_OK].b.buf;
     Py_BEGIN_ALLOW_THREADS
-    for (int64_t i = 0; i < m; i++) {
-        uint64_t *reg = regs + i * t, old[MAX_COLUMNS];
-        uint8_t *val = valid + i * t, old_ok[MAX_COLUMNS];
-        memcpy(old, reg, (size_t)t * 8);
-        memcpy(old_ok, val, (size_t)t);
-        int fp = kind[i] == LOC_FP_, no_map = kind[i] == LOC_NO_MAP_;
-        int no_cfi = !no_map && !fp && (kind[i] == LOC_NO_CFI_ || !okv[i]);
-        int64_t r = fp ? fp_index : row_of[i];
-        if (r < 0 || r >= nrows)
-            r = fp_index, no_cfi = !no_map; /* a row the lookup never gives: no CFI */
-        int ck = cfa_kind[r];
-        int64_t creg = cfa_reg[r];
-        int signal = (flags[r] & 1) != 0;
-        int unsupported = (ck != CFA_REG_ && ck != CFA_DEREF_ && ck != CFA_PLT_) || creg < 0 || creg >= t;
-        int64_t base_col = creg > 0 && creg < t ? creg : 0;
-        int base_ok = old_ok[base_col] && !unsupported;
-        uint64_t cfa = old[base_col] + (uint64_t)cfa_off[r];
-        if (ck == CFA_PLT_ && (pcs[i] & 15) >= plt[r])
-            cfa += 8;
-        if (ck == CFA_DEREF_) {
-            int inside;
-            cfa = read_word(buf, buflen, offset[i], size[i], sp0[i], cfa, &inside);
-            base_ok &= inside;
-        }
-        int ra_short = 0;
-        for (int64_t c = 0; c < t; c++) {
-            int k = rule_kind[r * t + c];
-            if (k == R_SAME)
-                continue;
-            uint64_t arg = (uint64_t)rule_arg[r * t + c];
-            int64_t src = rule_reg[r * t + c];
-            src = src > 0 && src < t ? src : 0;
-            int at_reg = k == R_AT_REG;
-            uint64_t where = (at_reg ? old[src] : cfa) + arg;
-            int src_ok = at_reg ? old_ok[src] : base_ok;
-            int in_memory = at_reg || k == R_AT_CFA;
-            int inside;
-            uint64_t value = read_word(buf, buflen, offset[i], size[i], sp0[i], where, &inside);
-            if (c == ra_col && in_memory && !inside && src_ok)
-                ra_short = 1;
-            reg[c] = in_memory ? value : where;
-            val[c] = in_memory ? (uint8_t)(inside && src_ok) : (uint8_t)(k == R_VAL_CFA && src_ok);
-        }
-        uint64_t old_sp = old[sp_col];
-        if (rule_kind[r * t + sp_col] == R_SAME) {
-            reg[sp_col] = cfa;
-            val[sp_col] = (uint8_t)base_ok;
-        }
-        uint64_t ra = reg[ra_col] & ra_mask;
-        int ra_ok = val[ra_col];
-        uint8_t w;
-        if (no_map)
-            w = W_NO_MAP;
-        else if (no_cfi)
-            w = W_NO_CFI;
-        else if (unsupported || (!base_ok && ck == CFA_REG_))
-            w = W_UNSUPPORTED;
-        else if (!base_ok || ra_short)
-            w = W_SHORT;
-        else if (!ra_ok || ra == 0)
-            w = W_END;
-        else if (!val[sp_col] || (reg[sp_col] <= old_sp && !signal))
-            w = W_NO_PROGRESS;
-        else
-            w = W_ACTIVE;
-        why[i] = w;
-        if (!ra_is_register)
-            val[ra_col] = 0;
-        pcs[i] = ra;
-        after_signal[i] = (uint8_t)signal;
-    }
+    for (int64_t i = 0; i < m; i++)
+        why[i] = step_one(&tb, buf, buflen, offset[i], size[i], sp0[i], pcs + i, regs + i * t, valid + i * t,
+                          after_signal + i, row_of[i], kind[i], okv[i]);
     Py_END_ALLOW_THREADS
     release(b, U_N);
     return out;
+}
+
+/* The last index of sorted ``a`` whose value is at most ``x`` (numpy's searchsorted(a, x,
+ * "right") - 1), or -1. */
+static inline int64_t last_at_most(const uint64_t *a, int64_t n, uint64_t x) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] <= x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo - 1;
+}
+
+/* report/unwind_samples.SnapshotCodeMap's arrays (its locate, for one sample's map rank). */
+typedef struct {
+    const uint64_t *key, *end, *part_key, *part_end, *part_bias, *jit_key, *jit_end;
+    const int64_t *dso, *slot_of_dso, *part_slot, *jit_slot;
+    const int8_t *kind_of_dso;
+    int64_t nkey, ndso, npart, njit;
+    const uint64_t *tkey; /* CombinedTables.key */
+    int64_t ntkey;
+} Maps;
+
+#define USER_LIMIT_ ((uint64_t)1 << 48)
+#define LOW48 (((uint64_t)1 << 48) - 1)
+#define KEY_SHIFT_ 40
+enum { LOC_TABLE_ = 0, W_MAX_DEPTH = 6 };
+
+/* SnapshotCodeMap.locate then CombinedTables.rows for one (sample, pc): the rule row (kept
+ * in range) and whether it is one, and the LOC_* kind. */
+static void locate_one(const Maps *mp, uint64_t rank_bits, uint64_t jit_bits, uint64_t pc, int64_t *row_out,
+                       int *ok_out, int8_t *kind_out) {
+    int64_t slot = -1;
+    uint64_t addr = 0;
+    int8_t kind = LOC_NO_MAP_;
+    if (mp->nkey) {
+        int user = pc < USER_LIMIT_;
+        uint64_t key = rank_bits | (user ? pc : 0);
+        int64_t i = last_at_most(mp->key, mp->nkey, key);
+        int64_t safe = i > 0 ? i : 0;
+        int hit = user && i >= 0 && (mp->key[safe] ^ rank_bits) < USER_LIMIT_ && pc < mp->end[safe];
+        if (hit) {
+            int64_t d = mp->dso[safe] > 0 ? mp->dso[safe] : 0;
+            kind = mp->kind_of_dso[d];
+            slot = mp->slot_of_dso[d];
+        }
+        if (kind == LOC_TABLE_) {
+            int inside = 0;
+            if (mp->npart) {
+                int64_t j = last_at_most(mp->part_key, mp->npart, key);
+                int64_t sj = j > 0 ? j : 0;
+                inside = j >= 0 && (mp->part_key[sj] ^ rank_bits) < USER_LIMIT_ && pc < mp->part_end[sj];
+                if (inside) {
+                    addr = pc + mp->part_bias[sj];
+                    slot = mp->part_slot[sj];
+                }
+            }
+            if (!inside)
+                kind = LOC_NO_CFI_;
+        }
+        if ((kind == LOC_FP_ || kind == LOC_NO_MAP_) && mp->njit) {
+            uint64_t jkey = jit_bits | (pc < USER_LIMIT_ ? pc : 0);
+            int64_t j = last_at_most(mp->jit_key, mp->njit, jkey);
+            int64_t sj = j > 0 ? j : 0;
+            if (j >= 0 && (mp->jit_key[sj] ^ jit_bits) < USER_LIMIT_ && pc < mp->jit_end[sj] && pc < USER_LIMIT_) {
+                slot = mp->jit_slot[sj];
+                addr = pc - (mp->jit_key[sj] & LOW48);
+                kind = LOC_TABLE_;
+            }
+        }
+    }
+    *kind_out = kind;
+    if (!mp->ntkey) {
+        *row_out = 0;
+        *ok_out = 0;
+        return;
+    }
+    uint64_t tk = ((uint64_t)slot << KEY_SHIFT_) | addr;
+    int64_t row = last_at_most(mp->tkey, mp->ntkey, tk);
+    *row_out = row > 0 ? row : 0;
+    *ok_out = row >= 0 && slot >= 0 && addr < ((uint64_t)1 << KEY_SHIFT_) &&
+              (mp->tkey[*row_out] >> KEY_SHIFT_) == (uint64_t)slot;
+}
+
+enum { A_BUF, A_OFFSET, A_SIZE, A_SP0, A_PC, A_REGS, A_VALID, A_RANK, A_JIT_RANK, A_KEY, A_END, A_DSO,
+       A_KIND_OF_DSO, A_SLOT_OF_DSO, A_PART_KEY, A_PART_END, A_PART_SLOT, A_PART_BIAS, A_JIT_KEY, A_JIT_END,
+       A_JIT_SLOT, A_TKEY, A_CFA_KIND, A_CFA_REG, A_CFA_OFF, A_PLT, A_RULE_KIND, A_RULE_ARG, A_RULE_REG,
+       A_FLAGS, A_N };
+
+/* unwind_all: unwinder.unwind for every sample, one sample at a time to its end (the numpy
+ * unwinder goes a depth at a time over all samples; it is the reference): the rule lookup
+ * (SnapshotCodeMap.locate, CombinedTables.rows) and the step. Returns (start, pcs, reason):
+ * sample i's frames are pcs[start[i]:start[i + 1]] (int64 start, u64 pcs as bytes). */
+static PyObject *unwind_all(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[A_N];
+    long long fp_index, t, ra_col, sp_col, ra_is_register, max_depth;
+    unsigned long long ra_mask;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOLLLLKLL", &objs[0], &objs[1], &objs[2], &objs[3],
+                          &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10], &objs[11],
+                          &objs[12], &objs[13], &objs[14], &objs[15], &objs[16], &objs[17], &objs[18], &objs[19],
+                          &objs[20], &objs[21], &objs[22], &objs[23], &objs[24], &objs[25], &objs[26], &objs[27],
+                          &objs[28], &objs[29], &fp_index, &t, &ra_col, &sp_col, &ra_mask, &ra_is_register,
+                          &max_depth))
+        return NULL;
+    static const Py_ssize_t items[A_N] = {1, 8, 8, 8, 8, 8, 1, 8, 8, 8, 8, 8, 1, 8, 8,
+                                          8, 8, 8, 8, 8, 8, 8, 1, 8, 8, 8, 1, 8, 8, 1};
+    Buf b[A_N];
+    if (!take_buffers(objs, b, A_N, items, 0, "unwind_all"))
+        return NULL;
+    Rules tb;
+    int64_t n = b[A_PC].b.len / 8;
+    int bad = !rules_from(&tb, b + A_CFA_KIND, fp_index, t, ra_col, sp_col, ra_mask, ra_is_register);
+    bad |= b[A_OFFSET].b.len != n * 8 || b[A_SIZE].b.len != n * 8 || b[A_SP0].b.len != n * 8 ||
+           b[A_REGS].b.len != n * t * 8 || b[A_VALID].b.len != n * t || b[A_RANK].b.len != n * 8;
+    Maps mp = {
+        .key = b[A_KEY].b.buf, .end = b[A_END].b.buf, .part_key = b[A_PART_KEY].b.buf,
+        .part_end = b[A_PART_END].b.buf, .part_bias = b[A_PART_BIAS].b.buf, .jit_key = b[A_JIT_KEY].b.buf,
+        .jit_end = b[A_JIT_END].b.buf, .dso = b[A_DSO].b.buf, .slot_of_dso = b[A_SLOT_OF_DSO].b.buf,
+        .part_slot = b[A_PART_SLOT].b.buf, .jit_slot = b[A_JIT_SLOT].b.buf, .kind_of_dso = b[A_KIND_OF_DSO].b.buf,
+        .nkey = b[A_KEY].b.len / 8, .ndso = b[A_KIND_OF_DSO].b.len, .npart = b[A_PART_KEY].b.len / 8,
+        .njit = b[A_JIT_KEY].b.len / 8, .tkey = b[A_TKEY].b.buf, .ntkey = b[A_TKEY].b.len / 8};
+    bad |= b[A_END].b.len != mp.nkey * 8 || b[A_DSO].b.len != mp.nkey * 8 || b[A_SLOT_OF_DSO].b.len != mp.ndso * 8 ||
+           b[A_PART_END].b.len != mp.npart * 8 || b[A_PART_SLOT].b.len != mp.npart * 8 ||
+           b[A_PART_BIAS].b.len != mp.npart * 8 || b[A_JIT_END].b.len != mp.njit * 8 ||
+           b[A_JIT_SLOT].b.len != mp.njit * 8 || (mp.njit && b[A_JIT_RANK].b.len != n * 8) ||
+           mp.ntkey + 1 > tb.nrows || max_depth < 0;
+    for (int64_t i = 0; !bad && i < mp.nkey; i++)
+        bad |= mp.dso[i] >= mp.ndso || (mp.dso[i] < 0 && mp.ndso == 0);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "unwind_all: inconsistent arguments");
+        release(b, A_N);
+        return NULL;
+    }
+    PyObject *start_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * 8));
+    PyObject *reason_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n);
+    if (!start_obj || !reason_obj) {
+        Py_XDECREF(start_obj);
+        Py_XDECREF(reason_obj);
+        release(b, A_N);
+        return NULL;
+    }
+    int64_t *start = (int64_t *)PyByteArray_AS_STRING(start_obj);
+    uint8_t *reason = (uint8_t *)PyByteArray_AS_STRING(reason_obj);
+    const uint8_t *buf = b[A_BUF].b.buf;
+    int64_t buflen = b[A_BUF].b.len;
+    const int64_t *offset = b[A_OFFSET].b.buf, *size = b[A_SIZE].b.buf;
+    const uint64_t *sp0 = b[A_SP0].b.buf, *pc0 = b[A_PC].b.buf, *regs0 = b[A_REGS].b.buf;
+    const uint64_t *rank = b[A_RANK].b.buf, *jit_rank = b[A_JIT_RANK].b.buf;
+    const uint8_t *valid0 = b[A_VALID].b.buf;
+    size_t cap = (size_t)(n > 0 ? n : 1) * 16, used = 0;
+    uint64_t *pcs = malloc(cap * 8);
+    int nomem = pcs == NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n && !nomem; i++) {
+        uint64_t reg[MAX_COLUMNS], pc = pc0[i];
+        uint8_t val[MAX_COLUMNS], after_signal = 0, why = W_ACTIVE;
+        memcpy(reg, regs0 + i * t, (size_t)t * 8);
+        memcpy(val, valid0 + i * t, (size_t)t);
+        uint64_t rank_bits = rank[i] << 48, jit_bits = mp.njit ? jit_rank[i] << 48 : 0;
+        start[i] = (int64_t)used;
+        for (int64_t depth = 0; depth < max_depth; depth++) {
+            if (used == cap) {
+                uint64_t *grown = realloc(pcs, cap * 2 * 8);
+                if (!grown) {
+                    nomem = 1;
+                    break;
+                }
+                pcs = grown;
+                cap *= 2;
+            }
+            pcs[used++] = pc;
+            if (depth == max_depth - 1) {
+                why = W_MAX_DEPTH;
+                break;
+            }
+            /* a return address is the instruction after the call: look up the call itself */
+            uint64_t lookup = depth > 0 && !after_signal && pc > 0 ? pc - 1 : pc;
+            int64_t row;
+            int ok;
+            int8_t kind;
+            locate_one(&mp, rank_bits, jit_bits, lookup, &row, &ok, &kind);
+            ok = ok && tb.cfa_kind[row] != 0; /* CFA_NONE: a gap no FDE covers */
+            why = step_one(&tb, buf, buflen, offset[i], size[i], sp0[i], &pc, reg, val, &after_signal, row, kind,
+                           ok);
+            if (why != W_ACTIVE)
+                break;
+        }
+        reason[i] = why;
+    }
+    start[n] = (int64_t)used;
+    Py_END_ALLOW_THREADS
+    release(b, A_N);
+    if (nomem) {
+        free(pcs);
+        Py_DECREF(start_obj);
+        Py_DECREF(reason_obj);
+        return PyErr_NoMemory();
+    }
+    PyObject *out = PyBytes_FromStringAndSize((const char *)pcs, (Py_ssize_t)(used * 8));
+    free(pcs);
+    if (!out) {
+        Py_DECREF(start_obj);
+        Py_DECREF(reason_obj);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", start_obj, out, reason_obj);
 }
 
 /* ---- The recorder's drain: a walk over the record headers of a ring buffer's bytes ---- */
@@ -1383,6 +1645,11 @@ static PyMethodDef methods[] = {
      "unwind_step(buf, offset, size, sp0, pc, regs, valid, after_signal, row, kind, ok, cfa_kind, cfa_reg, "
      "cfa_off, plt, rule_kind, rule_arg, rule_reg, flags, fp_index, columns, ra, sp, ra_mask, ra_is_register) "
      "-> why: see profiler/unwind/unwinder.py"},
+    {"unwind_all", unwind_all, METH_VARARGS,
+     "unwind_all(buf, offset, size, sp0, pc, regs, valid, rank, jit_rank, key, end, dso, kind_of_dso, "
+     "slot_of_dso, part_key, part_end, part_slot, part_bias, jit_key, jit_end, jit_slot, table_key, cfa_kind, "
+     "cfa_reg, cfa_off, plt, rule_kind, rule_arg, rule_reg, flags, fp_index, columns, ra, sp, ra_mask, "
+     "ra_is_register, max_depth) -> (start, pcs, reason): see profiler/unwind/unwinder.py"},
     {"scan_chunk", scan_chunk, METH_VARARGS,
      "scan_chunk(view, frame_start, frame_len, time_word) -> (stops, samples, others, types, (any, tmin, tmax)) "
      "or None: see profiler/report/tally_native.py"},

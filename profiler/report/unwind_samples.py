@@ -11,6 +11,7 @@ script, flame graph and export) then works on these chains unchanged.
 from __future__ import annotations
 
 from collections import Counter
+import threading
 from collections.abc import Callable
 from dataclasses import field
 from typing import Any
@@ -41,8 +42,10 @@ from profiler.unwind.unwinder import (
     NO_REGS,
     REASONS,
     CombinedTables,
+    LookupArrays,
     StackCopies,
     UnwindResult,
+    step_kernel,
     unwind,
 )
 from profiler.unwind.jitcode import JitCode
@@ -51,6 +54,7 @@ from profiler.errors import FormatError
 from profiler.format.container.codec import zstd_decompress_into
 from profiler.format.container.inflate import StackFrame
 from profiler.format.splitstacks import field_spans, sample_offsets
+from profiler.report.parallel import idle_cpus, two_at_a_time
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -224,6 +228,13 @@ class SnapshotCodeMap:
         self.part_slot: I64 = concat(slots, np.int64)[order]
         self.part_bias: U64 = concat(biases, np.uint64)[order]
 
+    def lookup_arrays(self, sample: I64) -> LookupArrays:
+        """What :meth:`locate` searches, for the samples ``sample`` (the compiled unwinder)."""
+        jit_rank = self.jit_rank.take(sample) if len(self.jit_key) else np.zeros(0, dtype=np.uint64)
+        return LookupArrays(self.rank.take(sample), jit_rank, self.key, self.end, self.dso, self.kind_of_dso,
+                            self.slot_of_dso, self.part_key, self.part_end, self.part_slot, self.part_bias,
+                            self.jit_key, self.jit_end, self.jit_slot)
+
     def locate(self, sample: I64, pc: U64) -> tuple[I64, U64, I8]:
         m = len(sample)
         if not len(self.key) or not m:
@@ -372,40 +383,69 @@ def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColu
     per frame, and no fresh pages), the k-th SAMPLE record of a frame's lean records given the
     k-th field's bytes (``fid``: each sample's frame, :func:`frame_of`; -1: not to unwind here).
     A frame whose fields do not fit its samples leaves them without user frames, with one
-    warning."""
+    warning. With the compiled unwinder and a second CPU idle, two batches are inflated and
+    unwound at once (zstd and the kernel release the GIL; each thread has its own buffer)."""
     offset = s.offset.astype(np.int64)
     view = reader.raw_view()
-    parts: list[tuple[I64, UnwindResult]] = []
-    room = _Batch()
     chosen = np.flatnonzero(fid >= 0)
     chosen = chosen[np.argsort(fid[chosen], kind="stable")]  # by frame, each frame's in sample order
     cuts = np.flatnonzero(np.diff(fid[chosen])) + 1
     groups = np.split(chosen, cuts) if len(chosen) else []
-    for n, sel in enumerate(groups):
-        frame = frames[int(fid[sel[0]])]
-        at = room.held
-        try:
-            got = zstd_decompress_into(memoryview(frame.fields), room.at, frame.size)
-            if got is None:
-                raise FormatError("its parts inflate past the sizes they declare")
-            spans = field_spans(memoryview(room.buffer)[at:at + got])
-            records = sample_offsets(view[frame.start:frame.start + frame.length]) + frame.start
-            if len(records) != len(spans):
-                raise FormatError("its samples and their stack copies do not fit together")
-        except FormatError as exc:
-            stats.warnings.append(f"the stack copies of compressed raw frame number {frame.seq} are damaged ({exc}): "
-                                  f"its {len(sel)} samples are shown without user frames.")
-        else:
-            k = np.minimum(np.searchsorted(records, offset[sel]), len(records) - 1)
-            size = np.minimum(spans[k, 2], spans[k, 1])
-            keep = (records[k] == offset[sel]) & (size > 0)
-            room.add(sel[keep], spans[k[keep], 0] + at, size[keep], got)
-        if room.samples and (room.held >= APART_SPAN or n == len(groups) - 1):
-            sel, data, size = room.take()
-            stacks = StackCopies(np.frombuffer(room.buffer, dtype=np.uint8), data, size, values[sel, SP].copy())
-            parts.append((sel, unwind(cols, values[sel], valid[sel], pc[sel], stacks, _Subset(code, sel), combined,
-                                      max_depth)))
+    batches: list[list[I64]] = []
+    held = APART_SPAN
+    for sel in groups:
+        if held >= APART_SPAN:
+            batches.append([])
+            held = 0
+        batches[-1].append(sel)
+        size = frames[int(fid[sel[0]])].size
+        held += size + (-size) % 8
+    rooms = threading.local()
+
+    def unwind_batch(k: int) -> tuple[tuple[I64, UnwindResult] | None, list[str]]:
+        room: _Batch = getattr(rooms, "room", None) or _Batch()
+        rooms.room = room
+        warnings: list[str] = []
+        for sel in batches[k]:
+            _inflate_fields(frames[int(fid[sel[0]])], sel, room, view, offset, warnings)
+        if not room.samples:
+            return None, warnings
+        idx, data, size = room.take()
+        stacks = StackCopies(np.frombuffer(room.buffer, dtype=np.uint8), data, size, values[idx, SP].copy())
+        return (idx, unwind(cols, values[idx], valid[idx], pc[idx], stacks, _Subset(code, idx), combined,
+                            max_depth)), warnings
+
+    threaded = len(batches) > 1 and step_kernel() is not None and idle_cpus() > 1
+    parts: list[tuple[I64, UnwindResult]] = []
+    for part, warnings in (two_at_a_time(unwind_batch, len(batches)) if threaded
+                           else map(unwind_batch, range(len(batches)))):
+        stats.warnings.extend(warnings)
+        if part is not None:
+            parts.append(part)
     return parts
+
+
+def _inflate_fields(frame: StackFrame, sel: I64, room: _Batch, view: memoryview, offset: I64,
+                    warnings: list[str]) -> None:
+    """A split frame's stack fields inflated after those ``room`` holds, each of its samples
+    ``sel`` given its own (or, when they do not fit, a warning and none)."""
+    at = room.held
+    try:
+        got = zstd_decompress_into(memoryview(frame.fields), room.at, frame.size)
+        if got is None:
+            raise FormatError("its parts inflate past the sizes they declare")
+        spans = field_spans(memoryview(room.buffer)[at:at + got])
+        records = sample_offsets(view[frame.start:frame.start + frame.length]) + frame.start
+        if len(records) != len(spans):
+            raise FormatError("its samples and their stack copies do not fit together")
+    except FormatError as exc:
+        warnings.append(f"the stack copies of compressed raw frame number {frame.seq} are damaged ({exc}): "
+                        f"its {len(sel)} samples are shown without user frames.")
+        return
+    k = np.minimum(np.searchsorted(records, offset[sel]), len(records) - 1)
+    size = np.minimum(spans[k, 2], spans[k, 1])
+    keep = (records[k] == offset[sel]) & (size > 0)
+    room.add(sel[keep], spans[k[keep], 0] + at, size[keep], got)
 
 
 class _Batch:
@@ -475,6 +515,9 @@ class _Subset:
 
     def locate(self, sample: I64, pc: U64) -> tuple[I64, U64, I8]:
         return self.code.locate(self.idx[sample], pc)
+
+    def lookup_arrays(self, sample: I64) -> LookupArrays:
+        return self.code.lookup_arrays(self.idx[sample])
 
 
 def _sub_stacks(st: StackCopies, idx: I64) -> StackCopies:

@@ -71,6 +71,40 @@ class CodeMap(Protocol):
 
 
 @dataclass
+class LookupArrays:
+    """What a code map's ``locate`` searches, for the compiled unwinder (``unwind_all``, which
+    does the same lookup per pc): per sample its maps' rank and its JIT code's rank, the maps
+    (keyed ``rank << 48 | start``, each one's end and DSO id), per DSO id its table slot and
+    LOC_* kind, the parts of maps with rule tables (key, end, slot, bias: DSO address = pc +
+    bias) and the JIT code with rules of its own (key, end, slot). ``report.unwind_samples.
+    SnapshotCodeMap.lookup_arrays`` gives them; a code map without that method is unwound a
+    depth at a time."""
+
+    rank: U64
+    jit_rank: U64
+    key: U64
+    end: U64
+    dso: I64
+    kind_of_dso: npt.NDArray[np.int8]
+    slot_of_dso: I64
+    part_key: U64
+    part_end: U64
+    part_slot: I64
+    part_bias: U64
+    jit_key: U64
+    jit_end: U64
+    jit_slot: I64
+
+    def buffers(self) -> list[npt.NDArray[Any]]:
+        u64, i64 = np.uint64, np.int64
+        types = [u64, u64, u64, u64, i64, np.int8, i64, u64, u64, i64, u64, u64, u64, i64]
+        values = [self.rank, self.jit_rank, self.key, self.end, self.dso, self.kind_of_dso, self.slot_of_dso,
+                  self.part_key, self.part_end, self.part_slot, self.part_bias, self.jit_key, self.jit_end,
+                  self.jit_slot]
+        return [np.ascontiguousarray(v, dtype=t) for v, t in zip(values, types)]
+
+
+@dataclass
 class StackCopies:
     """The user stack bytes of every sample: ``buf[offset[i]:offset[i] + size[i]]`` holds the
     memory from address ``sp0[i]`` up."""
@@ -199,6 +233,11 @@ def unwind(cols: ArchColumns, regs: U64, valid: Bools, pc: U64, stacks: StackCop
     The state of the samples still unwinding is kept compact (one row per active sample, in
     sample order): each depth works on those rows only and drops the samples that stop."""
     n = len(pc)
+    module = step_kernel()
+    lookup = getattr(code, "lookup_arrays", None)
+    if module is not None and lookup is not None and n:
+        return _unwind_compiled(module, cols, regs, valid, pc, stacks, lookup(np.arange(n, dtype=np.int64)),
+                                tables, max_depth)
     reason = np.full(n, ACTIVE, dtype=np.uint8)
     st = _State(np.arange(n, dtype=np.int64), pc.astype(np.uint64).copy(),
                 np.ascontiguousarray(regs, dtype=np.uint64).copy(), np.ascontiguousarray(valid, dtype=bool).copy(),
@@ -206,7 +245,6 @@ def unwind(cols: ArchColumns, regs: U64, valid: Bools, pc: U64, stacks: StackCop
                 stacks.sp0.astype(np.uint64))
     out_sample: list[I64] = []
     out_pc: list[U64] = []
-    module = step_kernel()
     for depth in range(max_depth):
         if not len(st.sid):
             break
@@ -220,6 +258,23 @@ def unwind(cols: ArchColumns, regs: U64, valid: Bools, pc: U64, stacks: StackCop
         reason[st.sid[stopped]] = why[stopped]
         st = st.keep(~stopped)
     return _collect(n, out_sample, out_pc, reason)
+
+
+def _unwind_compiled(module: ModuleType, cols: ArchColumns, regs: U64, valid: Bools, pc: U64, stacks: StackCopies,
+                     maps: LookupArrays, tables: CombinedTables, max_depth: int) -> UnwindResult:
+    """:func:`unwind` in the compiled kernel, each sample to its end (the GIL released: two
+    threads can unwind two batches at once); the depth-at-a-time numpy code is its reference."""
+    i64 = np.int64
+    start, pcs, reason = module.unwind_all(
+        np.ascontiguousarray(stacks.buf), np.ascontiguousarray(stacks.offset, dtype=i64),
+        np.ascontiguousarray(stacks.size, dtype=i64), np.ascontiguousarray(stacks.sp0, dtype=np.uint64),
+        np.ascontiguousarray(pc, dtype=np.uint64), np.ascontiguousarray(regs, dtype=np.uint64),
+        np.ascontiguousarray(valid, dtype=bool), *maps.buffers(), np.ascontiguousarray(tables.key, dtype=np.uint64),
+        tables.cfa_kind, tables.cfa_reg, tables.cfa_off, tables.plt, tables.rule_kind, tables.rule_arg,
+        tables.rule_reg, tables.flags, tables.fp_index, cols.count, RA, SP, cols.ra_mask, int(cols.ra_is_register),
+        max_depth)
+    return UnwindResult(np.frombuffer(start, dtype=i64), np.frombuffer(pcs, dtype=np.uint64),
+                        np.frombuffer(reason, dtype=np.uint8))
 
 
 @dataclass

@@ -16,8 +16,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from profiler.unwind.arch import AARCH64_COLUMNS, X86_64_COLUMNS, ArchColumns
-from profiler.unwind.table import FLAG_SIGNAL
+from profiler.report.unwind_samples import SnapshotCodeMap, _sub_stacks, _Subset
+from profiler.unwind.arch import AARCH64_COLUMNS, RA, SP, X86_64_COLUMNS, ArchColumns
+from profiler.unwind.table import FLAG_SIGNAL, RuleTable
 from profiler.unwind.unwinder import (
     ACTIVE,
     LOC_FRAME_POINTER,
@@ -25,10 +26,12 @@ from profiler.unwind.unwinder import (
     LOC_NO_MAP,
     LOC_TABLE,
     REASONS,
+    CombinedTables,
     StackCopies,
     _State,
     _step,
     step_kernel,
+    unwind,
 )
 
 I64 = npt.NDArray[np.int64]
@@ -146,3 +149,130 @@ def test_real_rule_tables_unwind_alike_with_the_kernel_hidden(monkeypatch: pytes
     monkeypatch.setenv("PROFILER_NO_NATIVE", "1")
     assert step_kernel() is None
     test_all_kinds_of_frames_unwound_together()
+
+
+def random_code_map(rng: np.random.Generator, n: int) -> SnapshotCodeMap:
+    """A SnapshotCodeMap's arrays, random but well formed: three map generations (ranks) of
+    the same layout with per-rank shifts — a DSO with rules (slot 0, two parts at different
+    biases, a hole between them), frame-pointer memory (partly JIT code with rules of its own,
+    slot 2), a DSO without CFI, a second DSO with rules (slot 1) — and gaps between them."""
+    code = object.__new__(SnapshotCodeMap)
+    code.rank = rng.integers(0, 3, n).astype(np.uint64)
+    code.jit_rank = rng.integers(0, 2, n).astype(np.uint64)
+    keys, ends, dsos, pkeys, pends, pslots, pbias = [], [], [], [], [], [], []
+    for r in range(3):
+        base = np.uint64(r) << np.uint64(48)
+        for start, end, dso in ((0x1000, 0x2000, 0), (0x2000, 0x3000, 1), (0x3000, 0x3800, 2), (0x4000, 0x5000, 3)):
+            keys.append(base | np.uint64(start + 0x100 * r))
+            ends.append(start + 0x100 * r + (end - start))
+            dsos.append(dso)
+        for start, end, slot, bias in ((0x1000, 0x1800, 0, -0x1000), (0x1900, 0x2000, 0, -0x1100),
+                                       (0x4000, 0x5000, 1, -0x4000)):
+            pkeys.append(base | np.uint64(start + 0x100 * r))
+            pends.append(start + 0x100 * r + (end - start))
+            pslots.append(slot)
+            pbias.append(bias - 0x100 * r)
+    code.key, code.end = np.asarray(keys, dtype=np.uint64), np.asarray(ends, dtype=np.uint64)
+    code.dso = np.asarray(dsos, dtype=np.int64)
+    code.kind_of_dso = np.asarray([LOC_TABLE, LOC_FRAME_POINTER, LOC_NO_CFI, LOC_TABLE], dtype=np.int8)
+    code.slot_of_dso = np.asarray([0, -1, -1, 1], dtype=np.int64)
+    code.part_key, code.part_end = np.asarray(pkeys, dtype=np.uint64), np.asarray(pends, dtype=np.uint64)
+    code.part_slot = np.asarray(pslots, dtype=np.int64)
+    code.part_bias = np.asarray(pbias, dtype=np.int64).astype(np.uint64)
+    code.jit_key = np.asarray([0x2100, (1 << 48) | 0x2400], dtype=np.uint64)
+    code.jit_end = np.asarray([0x2200, 0x2500], dtype=np.uint64)
+    code.jit_slot = np.asarray([2, 2], dtype=np.int64)
+    return code
+
+
+def random_rule_table(rng: np.random.Generator, cols: ArchColumns, rows: int) -> RuleTable:
+    """Rows at random addresses below 0x1000: most of them an ordinary frame (CFA = sp + N,
+    the return address at CFA - 8), the rest anything (every CFA and register rule kind)."""
+    t = cols.count
+    start = np.unique(rng.integers(0, 0x1000, rows)).astype(np.uint64)
+    rows = len(start)
+    sane = rng.random(rows) < 0.7
+    rule_kind = np.where(sane[:, None], rng.choice([0, 0, 0, 2], (rows, t)),
+                         rng.choice([0, 0, 1, 2, 3, 4, 5], (rows, t))).astype(np.uint8)
+    rule_arg = rng.choice([-24, -16, -8, 0, 8], (rows, t)).astype(np.int64)
+    rule_kind[sane, RA], rule_arg[sane, RA] = 2, -8
+    rule_kind[sane, SP] = 0
+    return RuleTable(
+        arch=cols.arch, start=start,
+        cfa_kind=np.where(sane, 1, rng.choice([0, 1, 2, 3, 4], rows)).astype(np.uint8),
+        cfa_reg=np.where(sane, SP, rng.integers(-1, t, rows)).astype(np.int8),
+        cfa_off=np.where(sane, rng.choice([16, 24, 32, 48], rows),
+                         rng.choice([-8, 0, 0, 8, 16, 64], rows)).astype(np.int64),
+        plt_threshold=rng.integers(0, 16, rows).astype(np.uint8), rule_kind=rule_kind, rule_arg=rule_arg,
+        rule_reg=rng.integers(-1, t, (rows, t)).astype(np.int8),
+        flags=rng.choice([0, 0, 0, 0, FLAG_SIGNAL], rows).astype(np.uint8))
+
+
+@needs_kernel
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_the_compiled_unwinder_is_the_numpy_unwinder(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """unwind_all (the lookup and every depth of one sample at a time) against the numpy
+    unwinder (a depth at a time, the lookup in numpy): the same frames and reasons, on random
+    map layouts (JIT code, parts with different biases, gaps), rule tables and stacks whose
+    words point at code and back into the stack, so that samples go several frames deep."""
+    cols = X86_64_COLUMNS if arch == "x86_64" else AARCH64_COLUMNS
+    reasons: set[int] = set()
+    for seed in range(4):
+        reasons |= _compare_unwinders(cols, np.random.default_rng(200 + seed), monkeypatch)
+    assert reasons >= set(REASONS) - {7}  # every reason, max depth included
+
+
+def _compare_unwinders(cols: ArchColumns, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    n, t = 600, cols.count
+    code = random_code_map(rng, n)
+    rows = [r for r in (random_rule_table(rng, cols, k) for k in (60, 40, 20)) if len(r)]
+    tables = CombinedTables(rows, cols)
+    # mostly code with rules, some JIT and frame-pointer code, no CFI, no map, 0
+    code_pcs = np.asarray([0x1300, 0x1400, 0x1500, 0x1600, 0x1A80, 0x4400, 0x4600, 0x4800] * 4
+                          + [0x1000, 0x2150, 0x2480, 0x2600, 0x3100, 0x6000, 0], dtype=np.uint64)
+    size = rng.choice([0, 5, 256, 1024, 2048, 2048], n).astype(np.int64)
+    offset = np.zeros(n, dtype=np.int64)
+    pos = 0
+    for i in range(n):
+        pos += int(rng.integers(0, 8))
+        offset[i] = pos
+        pos += int(size[i])
+    buf = rng.integers(0, 256, pos + 3).astype(np.uint8)
+    sp0 = (np.uint64(0x7FFF_0000_0000) + rng.integers(0, 1 << 16, n).astype(np.uint64) * np.uint64(16))
+    for i in range(n):
+        for k in range(0, int(size[i]) - 8, 8):
+            u = rng.random()
+            if u < 0.7:
+                value = int(rng.choice(code_pcs)) + int(rng.integers(0, 0x80))
+            elif u < 0.9:
+                value = int(sp0[i]) + int(rng.integers(-16, int(size[i]) + 16))
+            else:
+                continue
+            buf[offset[i] + k:offset[i] + k + 8] = np.frombuffer(value.to_bytes(8, "little"), dtype=np.uint8)
+    regs = rng.integers(0, 1 << 62, (n, t), dtype=np.uint64)
+    near = rng.random((n, t)) < 0.5
+    regs[near] = (np.repeat(sp0[:, None], t, axis=1) + rng.integers(0, 600, (n, t)).astype(np.uint64))[near]
+    regs[:, SP] = sp0 + (rng.random(n) < 0.1).astype(np.uint64) * np.uint64(3)  # a few unaligned
+    valid = rng.random((n, t)) < 0.9
+    valid[:, SP] = rng.random(n) < 0.97
+    pc = (rng.choice(code_pcs, n) + rng.integers(0, 0x80, n).astype(np.uint64)).astype(np.uint64)
+    stacks = StackCopies(buf, offset, size, sp0)
+    subset = np.sort(rng.choice(n, n // 2, replace=False)).astype(np.int64)
+    sub_code = _Subset(code, subset)
+    reasons: set[int] = set()
+    for depth in (3, 12):
+        got = unwind(cols, regs, valid, pc, stacks, code, tables, depth)
+        got_sub = unwind(cols, regs[subset], valid[subset], pc[subset], _sub_stacks(stacks, subset), sub_code,
+                         tables, depth)
+        with monkeypatch.context() as m:
+            m.setenv("PROFILER_NO_NATIVE", "1")
+            want = unwind(cols, regs, valid, pc, stacks, code, tables, depth)
+            want_sub = unwind(cols, regs[subset], valid[subset], pc[subset], _sub_stacks(stacks, subset), sub_code,
+                              tables, depth)
+        for a, b in ((got, want), (got_sub, want_sub)):
+            assert a.start.tolist() == b.start.tolist()
+            assert a.pcs.tolist() == b.pcs.tolist()
+            assert a.reason.tolist() == b.reason.tolist()
+        reasons |= set(want.reason.tolist())
+    assert (np.diff(want.start) >= 3).sum() > 15  # the case goes deep, not one frame each
+    return reasons
