@@ -1604,11 +1604,11 @@ static PyObject *field_spans(PyObject *self, PyObject *args) {
 
 /* sample_offsets(records) -> bytes of int64: where each SAMPLE record of ``records`` (whole
  * native-order kernel records) starts, up to the first record that is not whole. */
-static PyObject *sample_offsets(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *ob;
-    if (!PyArg_ParseTuple(args, "O", &ob))
-        return NULL;
+/* Where the records of ``buf`` (whole native-order kernel records) start: every one
+ * (``samples_only`` 0: the decoder's views.record_offsets, whose sequential walk in Python is
+ * the reference) or the SAMPLE records only; and where the walk stopped (a header that does
+ * not fit, or one whose size is not a multiple of 8 when ``strict``). */
+static PyObject *offsets_of(PyObject *ob, int samples_only, int strict, int64_t *stop) {
     Buf b;
     memset(&b, 0, sizeof(b));
     if (get_buf(ob, &b, 1, "records") < 0) {
@@ -1628,16 +1628,36 @@ static PyObject *sample_offsets(PyObject *self, PyObject *args) {
         uint16_t size;
         memcpy(&type, buf + pos, 4);
         memcpy(&size, buf + pos + 6, 2);
-        if (size < 8 || pos + size > end)
+        if (size < 8 || pos + size > end || (strict && size & 7))
             break;
-        if (type == PERF_RECORD_SAMPLE)
+        if (!samples_only || type == PERF_RECORD_SAMPLE)
             out[n++] = pos;
         pos += size;
     }
     release(&b, 1);
+    *stop = pos;
     if (_PyBytes_Resize(&res, (Py_ssize_t)(n * 8)) < 0)
         return NULL;
     return res;
+}
+
+static PyObject *sample_offsets(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ob;
+    int64_t stop;
+    if (!PyArg_ParseTuple(args, "O", &ob))
+        return NULL;
+    return offsets_of(ob, 1, 0, &stop);
+}
+
+static PyObject *record_offsets(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ob;
+    int64_t stop;
+    if (!PyArg_ParseTuple(args, "O", &ob))
+        return NULL;
+    PyObject *offs = offsets_of(ob, 0, 1, &stop);
+    return offs ? Py_BuildValue("(NL)", offs, (long long)stop) : NULL;
 }
 
 static PyMethodDef methods[] = {
@@ -1665,6 +1685,9 @@ static PyMethodDef methods[] = {
      "split_stacks(records, fixed_words, callchain, nregs) -> (lean, fields) or None: see profiler/format/splitstacks.py"},
     {"field_spans", field_spans, METH_VARARGS,
      "field_spans(fields) -> int64 (data offset, size, dyn_size) triples or None: see profiler/format/splitstacks.py"},
+    {"record_offsets", record_offsets, METH_VARARGS,
+     "record_offsets(records) -> (int64 offsets as bytes, where the walk stopped): see "
+     "profiler/format/decode/views.py"},
     {"sample_offsets", sample_offsets, METH_VARARGS,
      "sample_offsets(records) -> int64 offsets of the SAMPLE records: see profiler/format/splitstacks.py"},
     {"walk_records", walk_records, METH_VARARGS,

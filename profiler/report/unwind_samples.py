@@ -406,8 +406,7 @@ def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColu
         room: _Batch = getattr(rooms, "room", None) or _Batch()
         rooms.room = room
         warnings: list[str] = []
-        for sel in batches[k]:
-            _inflate_fields(frames[int(fid[sel[0]])], sel, room, view, offset, warnings)
+        _inflate_fields([frames[int(fid[sel[0]])] for sel in batches[k]], batches[k], room, view, offset, warnings)
         if not room.samples:
             return None, warnings
         idx, data, size = room.take()
@@ -425,27 +424,42 @@ def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColu
     return parts
 
 
-def _inflate_fields(frame: StackFrame, sel: I64, room: _Batch, view: memoryview, offset: I64,
+def _inflate_fields(frames: list[StackFrame], sels: list[I64], room: _Batch, view: memoryview, offset: I64,
                     warnings: list[str]) -> None:
-    """A split frame's stack fields inflated after those ``room`` holds, each of its samples
-    ``sel`` given its own (or, when they do not fit, a warning and none)."""
-    at = room.held
-    try:
-        got = zstd_decompress_into(memoryview(frame.fields), room.at, frame.size)
-        if got is None:
-            raise FormatError("its parts inflate past the sizes they declare")
-        spans = field_spans(memoryview(room.buffer)[at:at + got])
-        records = sample_offsets(view[frame.start:frame.start + frame.length]) + frame.start
-        if len(records) != len(spans):
-            raise FormatError("its samples and their stack copies do not fit together")
-    except FormatError as exc:
-        warnings.append(f"the stack copies of compressed raw frame number {frame.seq} are damaged ({exc}): "
-                        f"its {len(sel)} samples are shown without user frames.")
+    """Split frames' stack fields inflated after those ``room`` holds, each frame's samples
+    (``sels``) given their own: the k-th SAMPLE record of a frame gets its k-th field. A frame
+    whose fields do not fit its samples gives them none, with a warning."""
+    records: list[I64] = []
+    data: list[I64] = []
+    sizes: list[I64] = []
+    taken: list[I64] = []
+    for frame, sel in zip(frames, sels):
+        at = room.held
+        try:
+            got = zstd_decompress_into(memoryview(frame.fields), room.at, frame.size)
+            if got is None:
+                raise FormatError("its parts inflate past the sizes they declare")
+            span = field_spans(memoryview(room.buffer)[at:at + got])
+            starts = sample_offsets(view[frame.start:frame.start + frame.length]) + frame.start
+            if len(starts) != len(span):
+                raise FormatError("its samples and their stack copies do not fit together")
+        except FormatError as exc:
+            warnings.append(f"the stack copies of compressed raw frame number {frame.seq} are damaged ({exc}): "
+                            f"its {len(sel)} samples are shown without user frames.")
+            continue
+        room.add(got)
+        records.append(starts)
+        data.append(span[:, 0] + at)
+        sizes.append(np.minimum(span[:, 2], span[:, 1]))
+        taken.append(sel)
+    if not taken:
         return
-    k = np.minimum(np.searchsorted(records, offset[sel]), len(records) - 1)
-    size = np.minimum(spans[k, 2], spans[k, 1])
-    keep = (records[k] == offset[sel]) & (size > 0)
-    room.add(sel[keep], spans[k[keep], 0] + at, size[keep], got)
+    # the frames do not overlap, and are in file order: one search for the whole batch
+    starts, sel = np.concatenate(records), np.concatenate(taken)
+    k = np.minimum(np.searchsorted(starts, offset[sel]), len(starts) - 1)
+    size = np.concatenate(sizes)[k]
+    keep = (starts[k] == offset[sel]) & (size > 0)
+    room.samples.append((sel[keep], np.concatenate(data)[k[keep]], size[keep]))
 
 
 class _Batch:
@@ -464,9 +478,8 @@ class _Batch:
             self.buffer = grown
         return memoryview(self.buffer)[self.held:self.held + n]
 
-    def add(self, sel: I64, data: I64, size: I64, length: int) -> None:
-        if len(sel):
-            self.samples.append((sel, data, size))
+    def add(self, length: int) -> None:
+        """``length`` more bytes held (the next ones start 8-aligned)."""
         self.held += length + (-length) % 8
 
     def take(self) -> tuple[I64, I64, I64]:

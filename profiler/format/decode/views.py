@@ -56,6 +56,9 @@ class RecordViews:
         self.w64 = np.frombuffer(view, dtype=bo + "u8", count=size // 8)
         self.w32 = np.frombuffer(view, dtype=bo + "u4", count=size // 4)
         self.w16 = np.frombuffer(view, dtype=bo + "u2", count=size // 2)
+        from profiler.native import kernels
+
+        self.walk = kernels()  # the compiled record walk, or None
 
     def record_offsets(self, frame: FileFrame, warnings: list[str]) -> I64:
         """File offsets of the records of one frame.
@@ -68,6 +71,12 @@ class RecordViews:
         """
         start = frame.offset + FRAME_HEADER_SIZE
         end = len(frame.payload)
+        if self.native and self.walk is not None:  # the walk below, in C
+            found, stop = self.walk.record_offsets(frame.payload[:end - end % 8])
+            if stop != end:
+                warnings.append(f"a damaged record in frame {frame.seq}: skipped its last {end - stop} bytes.")
+            offsets: I64 = np.frombuffer(found, dtype=np.int64) + start
+            return offsets
         if end % 8 == 0 and self.native and end >= 64 * WALK_BYTES_PER_RECORD:
             # Big records (DWARF samples: kilobytes of stack each): following the sizes visits
             # a few records, where the candidate scan below reads every word of the frame. The
