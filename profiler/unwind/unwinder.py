@@ -12,6 +12,11 @@ sample; the loop runs per depth (at most ``max_depth``).
 Each sample ends with a reason (``REASONS``): the end of the stack (the CFI marks the return
 address undefined, as ``_start`` and thread-start code do, or it is 0), or where unwinding had
 to stop.
+
+With the compiled kernels (``profiler/native/compiled.c``) and a code map that gives its arrays
+(``lookup_arrays``: report/unwind_samples.SnapshotCodeMap), the same unwinding runs in C one
+sample at a time to its end (``unwind_all``: the lookups and every step, with the GIL released);
+the numpy code below is its reference (a differential test compares them) and the fallback.
 """
 
 from __future__ import annotations
