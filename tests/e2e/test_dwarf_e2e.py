@@ -137,9 +137,11 @@ def test_frameless_leaf_keeps_its_caller_and_signal_frames(require_perf: None, f
     assert in_handler
     through = [s for s in in_handler if "__restore_rt" in s and s[-1] in ROOTS]
     assert len(through) >= 0.9 * len(in_handler), [s for s in in_handler if s not in through][:5]
-    # the compiled unwinder (a sample at a time to its end) gives what the numpy one does
-    assert script_ours(profiler_cmd, capture, {**cache_env, "PROFILER_NO_NATIVE": "1"}) == \
-        script_ours(profiler_cmd, capture, cache_env)
+    # the compiled unwinder (a sample at a time to its end) gives what the numpy one does, and
+    # batches of split frames unwound in two worker processes what one process gives
+    one = script_ours(profiler_cmd, capture, {**cache_env, "PROFILER_JOBS": "1"})
+    assert script_ours(profiler_cmd, capture, {**cache_env, "PROFILER_NO_NATIVE": "1", "PROFILER_JOBS": "1"}) == one
+    assert script_ours(profiler_cmd, capture, {**cache_env, "PROFILER_JOBS": "2"}) == one
 
 
 def test_offline_archive_unwinds_identically(require_perf: None, fixtures_dir: Path, profiler_cmd: list[str],
