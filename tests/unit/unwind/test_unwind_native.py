@@ -78,6 +78,19 @@ class RandomCode:
         return sample.copy(), pc.copy(), self.kinds[sample]
 
 
+def random_copies(rng: np.random.Generator, sizes: list[int], m: int) -> tuple[I64, I64, Any]:
+    """``m`` stack copies of sizes drawn from ``sizes``, of random bytes, at unaligned offsets
+    in one buffer: (size, offset, buffer)."""
+    size = rng.choice(sizes, m).astype(np.int64)
+    offset = np.zeros(m, dtype=np.int64)
+    pos = 0
+    for i in range(m):
+        pos += int(rng.integers(0, 8))
+        offset[i] = pos
+        pos += int(size[i])
+    return size, offset, rng.integers(0, 256, pos + 3).astype(np.uint8)
+
+
 def random_case(rng: np.random.Generator, cols: ArchColumns, m: int = 300, nrows: int = 24) -> tuple[Any, ...]:
     t = cols.count
     sp_base = np.uint64(0x7FFF_0000_0000)
@@ -92,14 +105,7 @@ def random_case(rng: np.random.Generator, cols: ArchColumns, m: int = 300, nrows
         flags=rng.choice([0, 0, 0, FLAG_SIGNAL], nrows).astype(np.uint8),
         fp_index=nrows - 1)
     # stack copies: random sizes (some not a multiple of 8, some empty) at unaligned offsets
-    size = rng.choice([0, 5, 8, 64, 100, 256, 512], m).astype(np.int64)
-    offset = np.zeros(m, dtype=np.int64)
-    pos = 0
-    for i in range(m):
-        pos += int(rng.integers(0, 8))
-        offset[i] = pos
-        pos += int(size[i])
-    buf = rng.integers(0, 256, pos + 3).astype(np.uint8)
+    size, offset, buf = random_copies(rng, [0, 5, 8, 64, 100, 256, 512], m)
     # words in the copies that point back into them: CFA dereferences and saved sps land inside
     sp0 = (sp_base + rng.integers(0, 1 << 16, m).astype(np.uint64) * np.uint64(16)).astype(np.uint64)
     for i in range(m):
@@ -230,14 +236,7 @@ def _compare_unwinders(cols: ArchColumns, rng: np.random.Generator, monkeypatch:
     # mostly code with rules, some JIT and frame-pointer code, no CFI, no map, 0
     code_pcs = np.asarray([0x1300, 0x1400, 0x1500, 0x1600, 0x1A80, 0x4400, 0x4600, 0x4800] * 4
                           + [0x1000, 0x2150, 0x2480, 0x2600, 0x3100, 0x6000, 0], dtype=np.uint64)
-    size = rng.choice([0, 5, 256, 1024, 2048, 2048], n).astype(np.int64)
-    offset = np.zeros(n, dtype=np.int64)
-    pos = 0
-    for i in range(n):
-        pos += int(rng.integers(0, 8))
-        offset[i] = pos
-        pos += int(size[i])
-    buf = rng.integers(0, 256, pos + 3).astype(np.uint8)
+    size, offset, buf = random_copies(rng, [0, 5, 256, 1024, 2048, 2048], n)
     sp0 = (np.uint64(0x7FFF_0000_0000) + rng.integers(0, 1 << 16, n).astype(np.uint64) * np.uint64(16))
     for i in range(n):
         for k in range(0, int(size[i]) - 8, 8):
