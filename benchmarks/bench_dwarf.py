@@ -6,7 +6,8 @@
    bytes per sample (target <= 0.3 x perf.data), report throughput in samples/s of
    `profiler report` (CFI cache cold, once; warm, the median of --rounds runs alternating with
    as many `perf report --stdio` runs, after one untimed perf run that fills its build-id
-   cache) against perf's median (target >= 10 x), each reporter's peak RSS (target <= 0.5 x
+   cache) against perf's median (issue 28: >= 2 x, and >= 5 x from 300 K samples on:
+   `--seconds 40` records about that many here), each reporter's peak RSS (target <= 0.5 x
    perf report), and a flat report's time per sample against perf's (issue 28: <= 1.5 x).
 2. The share of samples whose unwound stack is complete (reaches `__libc_start_call_main`,
    `__libc_start_main`, `_start`, `start_thread` or `clone3`), both tools' `script` output read
@@ -32,6 +33,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+# issue 28's goals for the warm default report: at most half perf's time (~40 K samples), and
+# 5x perf's samples per second from 300 K samples on
+WARM_GOAL = ">= 2 (<= 0.5 x the time)"
+WARM_GOAL_LARGE = ">= 5 (>= 300 K samples)"
 COMPLETE = {"__libc_start_call_main", "__libc_start_main", "_start", "start_thread", "clone3", "clone"}
 _FRAME = re.compile(r"^\s+[0-9a-f]+ (.*) \([^()]*\)$")
 
@@ -217,9 +222,9 @@ def main() -> None:
         ("capture bytes per sample", f"{bps_ours:.0f}", f"{bps_perf:.0f}", f"{bps_ours / bps_perf:.3f}", "<= 0.3"),
         ("report samples/s (CFI cache cold)", f"{sps_cold:.0f}", f"{sps_perf:.0f}", f"{sps_cold / sps_perf:.1f}", ""),
         ("report samples/s (CFI cache warm)", f"{sps_warm:.0f}", f"{sps_perf:.0f}", f"{sps_warm / sps_perf:.1f}",
-         ">= 10"),
+         WARM_GOAL_LARGE if n_ours >= 300_000 else WARM_GOAL),
         ("unwinding alone, samples/s", f"{n_unwound / t_unwind:.0f}", f"{sps_perf:.0f}",
-         f"{n_unwound / t_unwind / sps_perf:.1f}", ">= 10 (perf: whole report)"),
+         f"{n_unwound / t_unwind / sps_perf:.1f}", "(perf: whole report)"),
         ("flat report (-g none), s", f"{t_flat:.2f}", f"{t_flat_perf:.2f}",
          f"{(t_flat / max(1, n_ours)) / (t_flat_perf / max(1, n_perf)):.2f}", "<= 1.5 (per sample)"),
         ("report peak RSS (MiB)", f"{rss_ours / 1024:.0f}", f"{rss_perf / 1024:.0f}",
