@@ -1399,6 +1399,28 @@ done:
     return out;
 }
 
+/* The word index of a SAMPLE record's stack field (its u64 size) in a record of ``words``
+ * words: after the ``fixed`` words, the callchain (``callchain``: nr, then nr words) and the
+ * user registers (``nregs`` >= 0: abi, then nregs words when abi is not 0); -1 when the record
+ * ends first (splitstacks.py: _stack_word is the reference). */
+static int64_t stack_word(const uint8_t *rec, int64_t words, int64_t fixed, int64_t callchain, int64_t nregs) {
+    int64_t cur = fixed;
+    if (callchain) {
+        if (cur >= words)
+            return -1;
+        uint64_t nr = load64(rec + 8 * cur);
+        if (nr >= (uint64_t)words)
+            return -1;
+        cur += 1 + (int64_t)nr;
+    }
+    if (nregs >= 0) {
+        if (cur >= words)
+            return -1;
+        cur += 1 + (load64(rec + 8 * cur) ? nregs : 0);
+    }
+    return cur < words ? cur : -1;
+}
+
 /* join_stacks(lean, fields, fixed_words, callchain, nregs, out) -> the joined length written into
  * the writable buffer ``out`` (at least len(lean) + len(fields) bytes: a reader reuses one), or
  * None: the SAMPLE records of ``lean`` with their stack fields (one u64 0 each)
@@ -1447,18 +1469,8 @@ static PyObject *join_stacks(PyObject *self, PyObject *args) {
                 o += size, pos += size;
                 continue;
             }
-            int64_t words = size / 8, cur = fixed;
-            if (callchain) {
-                if (cur >= words) { bad = 1; break; }
-                uint64_t nr = load64(lean + pos + 8 * cur);
-                if (nr >= (uint64_t)words) { bad = 1; break; }
-                cur += 1 + (int64_t)nr;
-            }
-            if (nregs >= 0) {
-                if (cur >= words) { bad = 1; break; }
-                cur += 1 + (load64(lean + pos + 8 * cur) ? nregs : 0);
-            }
-            if (cur >= words || load64(lean + pos + 8 * cur) != 0 || q + 8 > flen) { bad = 1; break; }
+            int64_t cur = stack_word(lean + pos, size / 8, fixed, callchain, nregs);
+            if (cur < 0 || load64(lean + pos + 8 * cur) != 0 || q + 8 > flen) { bad = 1; break; }
             uint64_t stack = load64(fields + q);
             if (stack % 8 || stack > (uint64_t)flen) { bad = 1; break; }
             int64_t length = stack ? 16 + (int64_t)stack : 8;
@@ -1515,18 +1527,8 @@ static PyObject *split_stacks(PyObject *self, PyObject *args) {
                 lo += size, pos += size;
                 continue;
             }
-            int64_t words = size / 8, cur = fixed;
-            if (callchain) {
-                if (cur >= words) { bad = 1; break; }
-                uint64_t nr = load64(in + pos + 8 * cur);
-                if (nr >= (uint64_t)words) { bad = 1; break; }
-                cur += 1 + (int64_t)nr;
-            }
-            if (nregs >= 0) {
-                if (cur >= words) { bad = 1; break; }
-                cur += 1 + (load64(in + pos + 8 * cur) ? nregs : 0);
-            }
-            if (cur >= words) { bad = 1; break; }
+            int64_t cur = stack_word(in + pos, size / 8, fixed, callchain, nregs);
+            if (cur < 0) { bad = 1; break; }
             uint64_t stack = load64(in + pos + 8 * cur);
             if (stack > (uint64_t)size) { bad = 1; break; }
             int64_t length = stack ? 16 + (int64_t)stack : 8;
