@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from profiler.errors import ProfilerError
 
 MAX_JOBS = 4
+PIPE_ROOM = 1 << 20  # bytes a worker may write ahead of what this process has read
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 T = TypeVar("T")
 
@@ -47,10 +48,14 @@ def others_running() -> int:
 
 
 def in_order(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
-    """``task(0)``, ``task(1)``, ... in order: in this process, or in ``jobs`` worker processes
-    forked now (they inherit everything ``task`` needs; only results are sent back, pickled,
-    each worker through its own pipe). Worker ``w`` computes ``task(w)``, ``task(w + jobs)``,
-    ...: chunks are of one size, and a fixed share needs no queue.
+    """``task(0)``, ``task(1)``, ... in order: in this process, or shared with ``jobs - 1``
+    worker processes forked now (they inherit everything ``task`` needs; only their results are
+    sent back, pickled, each worker through its own pipe). Worker ``w`` computes ``task(w)``,
+    ``task(w + jobs)``, ...; this process is worker 0, and computes its own between reading the
+    others' (a worker's pipe holds ``PIPE_ROOM`` bytes: it runs ahead meanwhile). Chunks are of
+    one size, and a fixed share needs no queue. Forking one worker fewer than there are shares
+    saved a tenth of the unwinding time of a 76 K-sample DWARF capture (0.10-0.13 s against
+    0.13-0.14 s).
 
     A worker that dies (killed, out of memory) ends the report with one sentence: its pipe
     closes before its result. An exception in a worker is raised here. Not
@@ -64,8 +69,9 @@ def in_order(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
     workers: list[tuple[int, Any]] = []
     parent = os.getpid()
     try:
-        for w in range(jobs):
+        for w in range(1, jobs):  # this process is worker 0
             read_fd, write_fd = os.pipe()
+            _widen(write_fd)
             pid = os.fork()
             if pid == 0:  # the worker: never returns
                 os.close(read_fd)
@@ -73,8 +79,11 @@ def in_order(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
             os.close(write_fd)
             workers.append((pid, os.fdopen(read_fd, "rb")))
         for k in range(count):
+            if k % jobs == 0:
+                yield task(k)
+                continue
             try:
-                kind, value = pickle.load(workers[k % jobs][1])
+                kind, value = pickle.load(workers[k % jobs - 1][1])
             except (EOFError, pickle.UnpicklingError):
                 raise ProfilerError("a worker process reading the capture died (killed, or out of memory?); "
                                     "PROFILER_JOBS=1 reads it in one process.") from None
@@ -89,6 +98,17 @@ def in_order(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
             except ProcessLookupError:
                 pass
             os.waitpid(pid, 0)
+
+
+def _widen(fd: int) -> None:
+    """A worker's pipe made room for a few results (1 MiB, Linux's default ceiling), so that the
+    worker runs ahead while this process computes its own share."""
+    import fcntl
+
+    try:
+        fcntl.fcntl(fd, 1031, PIPE_ROOM)  # F_SETPIPE_SZ
+    except OSError:
+        pass
 
 
 def serve(task: Callable[[int], Any], indices: range, write_fd: int, parent: int) -> None:
