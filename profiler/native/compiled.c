@@ -16,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +346,40 @@ typedef struct {
     Py_buffer b;
     int held;
 } Buf;
+
+static inline uint64_t load64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* The stack field at ``q`` of a FLAG_STACKS frame's second part (``len`` bytes): where its
+ * data starts, its size and dyn_size (0 without data); where the next one starts, or -1 when
+ * it is not a whole field (splitstacks.field_spans_python is the reference). */
+static int64_t next_field(const uint8_t *f, int64_t len, int64_t q, int64_t *data, uint64_t *size, uint64_t *dyn) {
+    uint64_t sz = load64(f + q);
+    if (sz % 8 || sz > (uint64_t)len)
+        return -1;
+    int64_t length = sz ? 16 + (int64_t)sz : 8;
+    if (q + length > len)
+        return -1;
+    *data = q + 8, *size = sz, *dyn = sz ? load64(f + q + 8 + sz) : 0;
+    return q + length;
+}
+
+/* The record at ``pos`` of ``end`` bytes of whole native-order kernel records: its type, and
+ * where the next one starts; -1 when its header does not fit (or, ``strict``, its size is not
+ * a multiple of 8). */
+static int64_t next_record(const uint8_t *buf, int64_t end, int64_t pos, int strict, uint32_t *type) {
+    uint16_t size;
+    if (pos + 8 > end)
+        return -1;
+    memcpy(type, buf + pos, 4);
+    memcpy(&size, buf + pos + 6, 2);
+    if (size < 8 || pos + size > end || (strict && size & 7))
+        return -1;
+    return pos + size;
+}
 
 static int get_buf(PyObject *o, Buf *out, Py_ssize_t item, const char *what) {
     if (PyObject_GetBuffer(o, &out->b, PyBUF_C_CONTIGUOUS) < 0)
@@ -1004,7 +1039,7 @@ typedef struct {
 #define USER_LIMIT_ ((uint64_t)1 << 48)
 #define LOW48 (((uint64_t)1 << 48) - 1)
 #define KEY_SHIFT_ 40
-enum { LOC_TABLE_ = 0, W_MAX_DEPTH = 6 };
+enum { LOC_TABLE_ = 0, W_MAX_DEPTH = 6, W_NO_REGS = 7 };
 
 /* SnapshotCodeMap.locate then CombinedTables.rows for one (sample, pc): the rule row (kept
  * in range) and whether it is one, and the LOC_* kind. */
@@ -1067,124 +1102,348 @@ enum { A_BUF, A_OFFSET, A_SIZE, A_SP0, A_PC, A_REGS, A_VALID, A_RANK, A_JIT_RANK
        A_JIT_SLOT, A_TKEY, A_CFA_KIND, A_CFA_REG, A_CFA_OFF, A_PLT, A_RULE_KIND, A_RULE_ARG, A_RULE_REG,
        A_FLAGS, A_N };
 
-/* unwind_all: unwinder.unwind for every sample, one sample at a time to its end (the numpy
- * unwinder goes a depth at a time over all samples; it is the reference): the rule lookup
- * (SnapshotCodeMap.locate, CombinedTables.rows) and the step. Returns (start, pcs, reason):
- * sample i's frames are pcs[start[i]:start[i + 1]] (int64 start, u64 pcs as bytes). */
-static PyObject *unwind_all(PyObject *self, PyObject *args) {
-    (void)self;
+/* The arguments unwind_all and unwind_frames share, parsed and checked: 30 buffers (A_*), then
+ * fp_index, columns, ra, sp, ra_mask, ra_is_register, max_depth; ``extra``: one more object
+ * after them (NULL: none). A_OFFSET and A_SIZE are per sample unless ``per_sample_spans`` is 0
+ * (the caller checks them). Fills ``b`` (released on failure), the rules and the maps; 0 with
+ * the exception set when they do not fit together. */
+static int unwind_args(PyObject *args, Buf *b, Rules *tb, Maps *mp, int64_t *n_out, int64_t *max_depth_out,
+                       PyObject **extra, int per_sample_spans, const char *what) {
     PyObject *objs[A_N];
     long long fp_index, t, ra_col, sp_col, ra_is_register, max_depth;
     unsigned long long ra_mask;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOLLLLKLL", &objs[0], &objs[1], &objs[2], &objs[3],
-                          &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10], &objs[11],
-                          &objs[12], &objs[13], &objs[14], &objs[15], &objs[16], &objs[17], &objs[18], &objs[19],
-                          &objs[20], &objs[21], &objs[22], &objs[23], &objs[24], &objs[25], &objs[26], &objs[27],
-                          &objs[28], &objs[29], &fp_index, &t, &ra_col, &sp_col, &ra_mask, &ra_is_register,
-                          &max_depth))
-        return NULL;
+    const char *format = extra ? "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOLLLLKLLO" : "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOLLLLKLL";
+    if (!PyArg_ParseTuple(args, format, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
+                          &objs[7], &objs[8], &objs[9], &objs[10], &objs[11], &objs[12], &objs[13], &objs[14],
+                          &objs[15], &objs[16], &objs[17], &objs[18], &objs[19], &objs[20], &objs[21], &objs[22],
+                          &objs[23], &objs[24], &objs[25], &objs[26], &objs[27], &objs[28], &objs[29], &fp_index,
+                          &t, &ra_col, &sp_col, &ra_mask, &ra_is_register, &max_depth, extra))
+        return 0;
     static const Py_ssize_t items[A_N] = {1, 8, 8, 8, 8, 8, 1, 8, 8, 8, 8, 8, 1, 8, 8,
                                           8, 8, 8, 8, 8, 8, 8, 1, 8, 8, 8, 1, 8, 8, 1};
-    Buf b[A_N];
-    if (!take_buffers(objs, b, A_N, items, 0, "unwind_all"))
-        return NULL;
-    Rules tb;
+    if (!take_buffers(objs, b, A_N, items, 0, what))
+        return 0;
     int64_t n = b[A_PC].b.len / 8;
-    int bad = !rules_from(&tb, b + A_CFA_KIND, fp_index, t, ra_col, sp_col, ra_mask, ra_is_register);
-    bad |= b[A_OFFSET].b.len != n * 8 || b[A_SIZE].b.len != n * 8 || b[A_SP0].b.len != n * 8 ||
-           b[A_REGS].b.len != n * t * 8 || b[A_VALID].b.len != n * t || b[A_RANK].b.len != n * 8;
-    Maps mp = {
+    int bad = !rules_from(tb, b + A_CFA_KIND, fp_index, t, ra_col, sp_col, ra_mask, ra_is_register);
+    bad |= b[A_SP0].b.len != n * 8 || b[A_REGS].b.len != n * t * 8 || b[A_VALID].b.len != n * t ||
+           b[A_RANK].b.len != n * 8;
+    bad |= per_sample_spans && (b[A_OFFSET].b.len != n * 8 || b[A_SIZE].b.len != n * 8);
+    *mp = (Maps){
         .key = b[A_KEY].b.buf, .end = b[A_END].b.buf, .part_key = b[A_PART_KEY].b.buf,
         .part_end = b[A_PART_END].b.buf, .part_bias = b[A_PART_BIAS].b.buf, .jit_key = b[A_JIT_KEY].b.buf,
         .jit_end = b[A_JIT_END].b.buf, .dso = b[A_DSO].b.buf, .slot_of_dso = b[A_SLOT_OF_DSO].b.buf,
         .part_slot = b[A_PART_SLOT].b.buf, .jit_slot = b[A_JIT_SLOT].b.buf, .kind_of_dso = b[A_KIND_OF_DSO].b.buf,
         .nkey = b[A_KEY].b.len / 8, .ndso = b[A_KIND_OF_DSO].b.len, .npart = b[A_PART_KEY].b.len / 8,
         .njit = b[A_JIT_KEY].b.len / 8, .tkey = b[A_TKEY].b.buf, .ntkey = b[A_TKEY].b.len / 8};
-    bad |= b[A_END].b.len != mp.nkey * 8 || b[A_DSO].b.len != mp.nkey * 8 || b[A_SLOT_OF_DSO].b.len != mp.ndso * 8 ||
-           b[A_PART_END].b.len != mp.npart * 8 || b[A_PART_SLOT].b.len != mp.npart * 8 ||
-           b[A_PART_BIAS].b.len != mp.npart * 8 || b[A_JIT_END].b.len != mp.njit * 8 ||
-           b[A_JIT_SLOT].b.len != mp.njit * 8 || (mp.njit && b[A_JIT_RANK].b.len != n * 8) ||
-           mp.ntkey + 1 > tb.nrows || max_depth < 0;
-    for (int64_t i = 0; !bad && i < mp.nkey; i++)
-        bad |= mp.dso[i] >= mp.ndso || (mp.dso[i] < 0 && mp.ndso == 0);
+    bad |= b[A_END].b.len != mp->nkey * 8 || b[A_DSO].b.len != mp->nkey * 8 ||
+           b[A_SLOT_OF_DSO].b.len != mp->ndso * 8 || b[A_PART_END].b.len != mp->npart * 8 ||
+           b[A_PART_SLOT].b.len != mp->npart * 8 || b[A_PART_BIAS].b.len != mp->npart * 8 ||
+           b[A_JIT_END].b.len != mp->njit * 8 || b[A_JIT_SLOT].b.len != mp->njit * 8 ||
+           (mp->njit && b[A_JIT_RANK].b.len != n * 8) || mp->ntkey + 1 > tb->nrows || max_depth < 0;
+    for (int64_t i = 0; !bad && i < mp->nkey; i++)
+        bad |= mp->dso[i] >= mp->ndso || (mp->dso[i] < 0 && mp->ndso == 0);
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "unwind_all: inconsistent arguments");
+        PyErr_Format(PyExc_ValueError, "%s: inconsistent arguments", what);
         release(b, A_N);
-        return NULL;
+        return 0;
     }
-    PyObject *start_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * 8));
-    PyObject *reason_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n);
-    if (!start_obj || !reason_obj) {
-        Py_XDECREF(start_obj);
-        Py_XDECREF(reason_obj);
-        release(b, A_N);
-        return NULL;
-    }
-    int64_t *start = (int64_t *)PyByteArray_AS_STRING(start_obj);
-    uint8_t *reason = (uint8_t *)PyByteArray_AS_STRING(reason_obj);
-    const uint8_t *buf = b[A_BUF].b.buf;
-    int64_t buflen = b[A_BUF].b.len;
-    const int64_t *offset = b[A_OFFSET].b.buf, *size = b[A_SIZE].b.buf;
-    const uint64_t *sp0 = b[A_SP0].b.buf, *pc0 = b[A_PC].b.buf, *regs0 = b[A_REGS].b.buf;
+    *n_out = n;
+    *max_depth_out = max_depth;
+    return 1;
+}
+
+/* The frames found so far (pcs), grown as samples are unwound. */
+typedef struct {
+    uint64_t *pcs;
+    size_t cap, used;
+    int nomem;
+} Found;
+
+/* Sample ``i`` of the arguments unwound to its end from its stack copy (``size`` bytes at
+ * ``offset`` in ``buf``), its frames appended to ``out``: the reason it stopped. */
+static uint8_t unwind_one(const Rules *tb, const Maps *mp, const Buf *b, int64_t i, const uint8_t *buf,
+                          int64_t buflen, int64_t offset, int64_t size, int64_t max_depth, Found *out) {
+    const int64_t t = tb->t;
     const uint64_t *rank = b[A_RANK].b.buf, *jit_rank = b[A_JIT_RANK].b.buf;
-    const uint8_t *valid0 = b[A_VALID].b.buf;
-    size_t cap = (size_t)(n > 0 ? n : 1) * 16, used = 0;
-    uint64_t *pcs = malloc(cap * 8);
-    int nomem = pcs == NULL;
-    Py_BEGIN_ALLOW_THREADS
-    for (int64_t i = 0; i < n && !nomem; i++) {
-        uint64_t reg[MAX_COLUMNS], pc = pc0[i];
-        uint8_t val[MAX_COLUMNS], after_signal = 0, why = W_ACTIVE;
-        memcpy(reg, regs0 + i * t, (size_t)t * 8);
-        memcpy(val, valid0 + i * t, (size_t)t);
-        uint64_t rank_bits = rank[i] << 48, jit_bits = mp.njit ? jit_rank[i] << 48 : 0;
-        start[i] = (int64_t)used;
-        for (int64_t depth = 0; depth < max_depth; depth++) {
-            if (used == cap) {
-                uint64_t *grown = realloc(pcs, cap * 2 * 8);
-                if (!grown) {
-                    nomem = 1;
-                    break;
-                }
-                pcs = grown;
-                cap *= 2;
-            }
-            pcs[used++] = pc;
-            if (depth == max_depth - 1) {
-                why = W_MAX_DEPTH;
+    uint64_t reg[MAX_COLUMNS], pc = ((const uint64_t *)b[A_PC].b.buf)[i];
+    uint64_t sp0 = ((const uint64_t *)b[A_SP0].b.buf)[i];
+    uint8_t val[MAX_COLUMNS], after_signal = 0, why = W_ACTIVE;
+    memcpy(reg, (const uint64_t *)b[A_REGS].b.buf + i * t, (size_t)t * 8);
+    memcpy(val, (const uint8_t *)b[A_VALID].b.buf + i * t, (size_t)t);
+    uint64_t rank_bits = rank[i] << 48, jit_bits = mp->njit ? jit_rank[i] << 48 : 0;
+    for (int64_t depth = 0; depth < max_depth; depth++) {
+        if (out->used == out->cap) {
+            uint64_t *grown = realloc(out->pcs, out->cap * 2 * 8);
+            if (!grown) {
+                out->nomem = 1;
                 break;
             }
-            /* a return address is the instruction after the call: look up the call itself */
-            uint64_t lookup = depth > 0 && !after_signal && pc > 0 ? pc - 1 : pc;
-            int64_t row;
-            int ok;
-            int8_t kind;
-            locate_one(&mp, rank_bits, jit_bits, lookup, &row, &ok, &kind);
-            ok = ok && tb.cfa_kind[row] != 0; /* CFA_NONE: a gap no FDE covers */
-            why = step_one(&tb, buf, buflen, offset[i], size[i], sp0[i], &pc, reg, val, &after_signal, row, kind,
-                           ok);
-            if (why != W_ACTIVE)
-                break;
+            out->pcs = grown;
+            out->cap *= 2;
         }
-        reason[i] = why;
+        out->pcs[out->used++] = pc;
+        if (depth == max_depth - 1) {
+            why = W_MAX_DEPTH;
+            break;
+        }
+        /* a return address is the instruction after the call: look up the call itself */
+        uint64_t lookup = depth > 0 && !after_signal && pc > 0 ? pc - 1 : pc;
+        int64_t row;
+        int ok;
+        int8_t kind;
+        locate_one(mp, rank_bits, jit_bits, lookup, &row, &ok, &kind);
+        ok = ok && tb->cfa_kind[row] != 0; /* CFA_NONE: a gap no FDE covers */
+        why = step_one(tb, buf, buflen, offset, size, sp0, &pc, reg, val, &after_signal, row, kind, ok);
+        if (why != W_ACTIVE)
+            break;
     }
-    start[n] = (int64_t)used;
-    Py_END_ALLOW_THREADS
-    release(b, A_N);
-    if (nomem) {
-        free(pcs);
-        Py_DECREF(start_obj);
-        Py_DECREF(reason_obj);
-        return PyErr_NoMemory();
-    }
-    PyObject *out = PyBytes_FromStringAndSize((const char *)pcs, (Py_ssize_t)(used * 8));
-    free(pcs);
+    return why;
+}
+
+/* (start, pcs, reason) from what was found for ``n`` samples; NULL with the exception set. */
+static PyObject *unwound(Found *found, PyObject *start_obj, PyObject *reason_obj, PyObject *more) {
+    PyObject *out = found->nomem ? NULL : PyBytes_FromStringAndSize((const char *)found->pcs,
+                                                                     (Py_ssize_t)(found->used * 8));
+    free(found->pcs);
     if (!out) {
         Py_DECREF(start_obj);
         Py_DECREF(reason_obj);
+        Py_XDECREF(more);
+        return found->nomem ? PyErr_NoMemory() : NULL;
+    }
+    if (more)
+        return Py_BuildValue("(NNNN)", start_obj, out, reason_obj, more);
+    return Py_BuildValue("(NNN)", start_obj, out, reason_obj);
+}
+
+/* unwind_all: unwinder.unwind for every sample, one sample at a time to its end (the numpy
+ * unwinder goes a depth at a time over all samples; it is the reference): the rule lookup
+ * (SnapshotCodeMap.locate, CombinedTables.rows) and the step. Returns (start, pcs, reason):
+ * sample i's frames are pcs[start[i]:start[i + 1]] (int64 start, u64 pcs as bytes). */
+static PyObject *unwind_all(PyObject *self, PyObject *args) {
+    (void)self;
+    Buf b[A_N];
+    Rules tb;
+    Maps mp;
+    int64_t n, max_depth;
+    if (!unwind_args(args, b, &tb, &mp, &n, &max_depth, NULL, 1, "unwind_all"))
+        return NULL;
+    PyObject *start_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * 8));
+    PyObject *reason_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n > 0 ? n : 1));
+    Found found = {.cap = (size_t)(n > 0 ? n : 1) * 16};
+    found.pcs = malloc(found.cap * 8);
+    if (!start_obj || !reason_obj || !found.pcs) {
+        Py_XDECREF(start_obj);
+        Py_XDECREF(reason_obj);
+        free(found.pcs);
+        release(b, A_N);
+        return PyErr_NoMemory();
+    }
+    int64_t *start = (int64_t *)PyByteArray_AS_STRING(start_obj);
+    uint8_t *reason = (uint8_t *)PyByteArray_AS_STRING(reason_obj);
+    const int64_t *offset = b[A_OFFSET].b.buf, *size = b[A_SIZE].b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n && !found.nomem; i++) {
+        start[i] = (int64_t)found.used;
+        reason[i] = unwind_one(&tb, &mp, b, i, b[A_BUF].b.buf, b[A_BUF].b.len, offset[i], size[i], max_depth, &found);
+    }
+    start[n] = (int64_t)found.used;
+    Py_END_ALLOW_THREADS
+    release(b, A_N);
+    if (PyByteArray_Resize(reason_obj, (Py_ssize_t)n) < 0)
+        found.nomem = 1;
+    return unwound(&found, start_obj, reason_obj, NULL);
+}
+
+/* libzstd, opened at the first unwind_frames (the Python zstandard package keeps its own copy
+ * to itself): the few functions of its stable API that inflate one frame. */
+typedef struct {
+    void *(*create)(void);
+    size_t (*free_ctx)(void *);
+    size_t (*decompress)(void *, void *, size_t, const void *, size_t);
+    unsigned (*is_error)(size_t);
+    unsigned long long (*content_size)(const void *, size_t);
+    size_t (*frame_size)(const void *, size_t);
+    int state; /* 0: not tried yet, 1: opened, -1: not there */
+} Zstd;
+
+static Zstd zstd_lib;
+
+static int open_zstd(void) {
+    if (zstd_lib.state)
+        return zstd_lib.state > 0;
+    void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    zstd_lib.state = -1;
+    if (!h)
+        return 0;
+    *(void **)&zstd_lib.create = dlsym(h, "ZSTD_createDCtx");
+    *(void **)&zstd_lib.free_ctx = dlsym(h, "ZSTD_freeDCtx");
+    *(void **)&zstd_lib.decompress = dlsym(h, "ZSTD_decompressDCtx");
+    *(void **)&zstd_lib.is_error = dlsym(h, "ZSTD_isError");
+    *(void **)&zstd_lib.content_size = dlsym(h, "ZSTD_getFrameContentSize");
+    *(void **)&zstd_lib.frame_size = dlsym(h, "ZSTD_findFrameCompressedSize");
+    if (!zstd_lib.create || !zstd_lib.free_ctx || !zstd_lib.decompress || !zstd_lib.is_error ||
+        !zstd_lib.content_size || !zstd_lib.frame_size)
+        return 0;
+    zstd_lib.state = 1;
+    return 1;
+}
+
+/* One zstd frame (``src``, exactly ``n`` bytes) that declares ``want`` bytes, inflated into
+ * ``dst``: 1, or 0 when it is not whole, declares another size or does not inflate to it. */
+static int inflate_exactly(void *dctx, uint8_t *dst, int64_t want, const uint8_t *src, int64_t n) {
+    size_t whole = zstd_lib.frame_size(src, (size_t)n);
+    if (zstd_lib.is_error(whole) || whole != (size_t)n)
+        return 0;
+    if (zstd_lib.content_size(src, (size_t)n) != (unsigned long long)want)
+        return 0;
+    size_t got = zstd_lib.decompress(dctx, dst, (size_t)want, src, (size_t)n);
+    return !zstd_lib.is_error(got) && got == (size_t)want;
+}
+
+enum { F_START, F_LENGTH, F_SIZE, F_FIRST, F_COUNT, F_N }; /* unwind_frames' frame table */
+enum { FRAME_OK = 0, FRAME_DAMAGED = 1 };
+
+/* One frame's stack fields (inflated: ``len`` bytes) matched to the SAMPLE records of its
+ * lean records (``len_rec`` bytes at ``rec`` in the image): the k-th SAMPLE gets the k-th
+ * field. ``pos``/``data``/``size``: per SAMPLE, its offset in the frame's records, where its
+ * copy starts in ``fields`` and its length (dyn_size, at most size); the count, or -1 when the
+ * fields are not whole fields or not one per SAMPLE (splitstacks.field_spans and
+ * sample_offsets are the reference). The arrays hold ``cap`` entries: -2 when that is too few. */
+static int64_t match_fields(const uint8_t *fields, int64_t len, const uint8_t *rec, int64_t len_rec, int64_t *pos,
+                            int64_t *data, int64_t *size, int64_t cap) {
+    int64_t q = 0, k = 0;
+    if (len % 8)
+        return -1;
+    while (q + 8 <= len) {
+        uint64_t sz, dyn;
+        if (k == cap)
+            return -2;
+        q = next_field(fields, len, q, &data[k], &sz, &dyn);
+        if (q < 0)
+            return -1;
+        size[k++] = (int64_t)(dyn < sz ? dyn : sz);
+    }
+    int64_t at = 0, m = 0;
+    for (;;) {
+        uint32_t type;
+        int64_t next = next_record(rec, len_rec, at, 0, &type);
+        if (next < 0)
+            break;
+        if (type == PERF_RECORD_SAMPLE) {
+            if (m == k)
+                return -1;
+            pos[m++] = at;
+        }
+        at = next;
+    }
+    return m == k ? k : -1;
+}
+
+/* unwind_frames(image, rec, frames, sp0, pc, regs, valid, <unwind_all's maps and rules>,
+ *               fields) -> (start, pcs, reason, status) or None (no libzstd)
+ * unwind_all for the samples of a batch of FLAG_STACKS frames read lean, each frame's stack
+ * fields inflated into one buffer and its samples unwound from it at once, while it is in the
+ * CPU's cache (report/unwind_samples._unwind_apart; its numpy path, _inflate_fields then
+ * unwind_all, is the reference). ``frames``: per frame (start and length of its lean records in
+ * ``image``, the size its fields declare, its first sample and how many): the samples are
+ * grouped by frame and, within one, in file order; ``rec``: each sample's record offset in the
+ * image; ``fields``: per frame, its compressed fields. A sample whose record has no copy stops
+ * with no frame (NO_REGS, 7), and so do the samples of a frame that does not inflate or whose
+ * fields do not fit its samples: ``status`` (a byte per frame) says FRAME_DAMAGED for those. */
+static PyObject *unwind_frames(PyObject *self, PyObject *args) {
+    (void)self;
+    Buf b[A_N];
+    Rules tb;
+    Maps mp;
+    int64_t n, max_depth;
+    PyObject *fields_obj;
+    if (!unwind_args(args, b, &tb, &mp, &n, &max_depth, &fields_obj, 0, "unwind_frames"))
+        return NULL;
+    int64_t nf = b[A_SIZE].b.len / (F_N * 8);
+    const int64_t *fr = b[A_SIZE].b.buf, *rec = b[A_OFFSET].b.buf;
+    int64_t image_len = b[A_BUF].b.len, biggest = 8, most = 1, covered = 0;
+    int bad = b[A_SIZE].b.len != nf * F_N * 8 || b[A_OFFSET].b.len != n * 8 || !PyTuple_Check(fields_obj) ||
+              PyTuple_GET_SIZE(fields_obj) != nf;
+    for (int64_t f = 0; !bad && f < nf; f++) {
+        const int64_t *e = fr + f * F_N;
+        bad |= e[F_START] < 0 || e[F_LENGTH] < 0 || e[F_START] > image_len - e[F_LENGTH] || e[F_SIZE] < 0 ||
+               e[F_FIRST] != covered || e[F_COUNT] < 0 || e[F_COUNT] > n - covered;
+        covered += bad ? 0 : e[F_COUNT];
+        biggest = e[F_SIZE] > biggest ? e[F_SIZE] : biggest;
+        most = e[F_LENGTH] / 8 + 1 > most ? e[F_LENGTH] / 8 + 1 : most;
+    }
+    if (bad || covered != n) {
+        PyErr_SetString(PyExc_ValueError, "unwind_frames: inconsistent arguments");
+        release(b, A_N);
         return NULL;
     }
-    return Py_BuildValue("(NNN)", start_obj, out, reason_obj);
+    if (!open_zstd()) {
+        release(b, A_N);
+        Py_RETURN_NONE;
+    }
+    Buf *fb = calloc((size_t)(nf > 0 ? nf : 1), sizeof(Buf));
+    for (int64_t f = 0; fb && f < nf; f++) {
+        if (get_buf(PyTuple_GET_ITEM(fields_obj, f), &fb[f], 1, "fields") < 0) {
+            release(fb, (int)f + 1);
+            free(fb);
+            release(b, A_N);
+            return NULL;
+        }
+    }
+    PyObject *start_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * 8));
+    PyObject *reason_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n > 0 ? n : 1));
+    PyObject *status_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(nf > 0 ? nf : 1));
+    Found found = {.cap = (size_t)(n > 0 ? n : 1) * 16};
+    found.pcs = malloc(found.cap * 8);
+    uint8_t *room = malloc((size_t)biggest);
+    int64_t *pos = malloc((size_t)most * 8), *data = malloc((size_t)most * 8), *size = malloc((size_t)most * 8);
+    void *dctx = zstd_lib.create();
+    if (!fb || !start_obj || !reason_obj || !status_obj || !found.pcs || !room || !pos || !data || !size || !dctx) {
+        Py_XDECREF(start_obj);
+        Py_XDECREF(reason_obj);
+        Py_XDECREF(status_obj);
+        free(found.pcs), free(room), free(pos), free(data), free(size);
+        if (dctx)
+            zstd_lib.free_ctx(dctx);
+        if (fb)
+            release(fb, (int)nf);
+        free(fb);
+        release(b, A_N);
+        return PyErr_NoMemory();
+    }
+    int64_t *start = (int64_t *)PyByteArray_AS_STRING(start_obj);
+    uint8_t *reason = (uint8_t *)PyByteArray_AS_STRING(reason_obj);
+    uint8_t *status = (uint8_t *)PyByteArray_AS_STRING(status_obj);
+    const uint8_t *image = b[A_BUF].b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t f = 0; f < nf && !found.nomem; f++) {
+        const int64_t *e = fr + f * F_N;
+        int64_t k = -1;
+        if (inflate_exactly(dctx, room, e[F_SIZE], fb[f].b.buf, fb[f].b.len))
+            k = match_fields(room, e[F_SIZE], image + e[F_START], e[F_LENGTH], pos, data, size, most);
+        status[f] = k < 0 ? FRAME_DAMAGED : FRAME_OK;
+        int64_t j = 0; /* the frame's SAMPLE records and its samples, both in file order */
+        for (int64_t i = e[F_FIRST]; i < e[F_FIRST] + e[F_COUNT] && !found.nomem; i++) {
+            int64_t want = rec[i] - e[F_START];
+            while (j < k && pos[j] < want)
+                j++;
+            start[i] = (int64_t)found.used;
+            reason[i] = W_NO_REGS;
+            if (j < k && pos[j] == want && size[j] > 0)
+                reason[i] = unwind_one(&tb, &mp, b, i, room, e[F_SIZE], data[j], size[j], max_depth, &found);
+        }
+    }
+    start[n] = (int64_t)found.used;
+    zstd_lib.free_ctx(dctx);
+    Py_END_ALLOW_THREADS
+    free(room), free(pos), free(data), free(size);
+    release(fb, (int)nf);
+    free(fb);
+    release(b, A_N);
+    if (PyByteArray_Resize(reason_obj, (Py_ssize_t)n) < 0 || PyByteArray_Resize(status_obj, (Py_ssize_t)nf) < 0)
+        found.nomem = 1;
+    return unwound(&found, start_obj, reason_obj, status_obj);
 }
 
 /* ---- The recorder's drain: a walk over the record headers of a ring buffer's bytes ---- */
@@ -1236,12 +1495,6 @@ static int wordset_add(WordSet *s, uint64_t w) {
     s->used++;
     s->list[s->n++] = w;
     return 0;
-}
-
-static inline uint64_t load64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
 }
 
 static int add_kernel_words(WordSet *set, const uint8_t *p, int64_t nwords, uint64_t floor) {
@@ -1581,18 +1834,18 @@ static PyObject *field_spans(PyObject *self, PyObject *args) {
     int64_t *out = malloc((size_t)cap * 3 * 8);
     int bad = out == NULL || len % 8;
     while (!bad && q + 8 <= len) {
-        uint64_t size = load64(f + q);
-        if (size % 8 || size > (uint64_t)len) { bad = 1; break; }
-        int64_t length = size ? 16 + (int64_t)size : 8;
-        if (q + length > len) { bad = 1; break; }
+        int64_t data;
+        uint64_t size, dyn;
+        q = next_field(f, len, q, &data, &size, &dyn);
+        if (q < 0) { bad = 1; break; }
         if (n == cap) {
             cap *= 2;
             int64_t *grown = realloc(out, (size_t)cap * 3 * 8);
             if (!grown) { bad = 1; break; }
             out = grown;
         }
-        out[3 * n] = q + 8, out[3 * n + 1] = (int64_t)size, out[3 * n + 2] = size ? (int64_t)load64(f + q + 8 + size) : 0;
-        n++, q += length;
+        out[3 * n] = data, out[3 * n + 1] = (int64_t)size, out[3 * n + 2] = (int64_t)dyn;
+        n++;
     }
     release(&b, 1);
     PyObject *res = NULL;
@@ -1625,16 +1878,14 @@ static PyObject *offsets_of(PyObject *ob, int samples_only, int strict, int64_t 
         return NULL;
     }
     int64_t *out = (int64_t *)PyBytes_AS_STRING(res);
-    while (pos + 8 <= end) {
+    for (;;) {
         uint32_t type;
-        uint16_t size;
-        memcpy(&type, buf + pos, 4);
-        memcpy(&size, buf + pos + 6, 2);
-        if (size < 8 || pos + size > end || (strict && size & 7))
+        int64_t next = next_record(buf, end, pos, strict, &type);
+        if (next < 0)
             break;
         if (!samples_only || type == PERF_RECORD_SAMPLE)
             out[n++] = pos;
-        pos += size;
+        pos = next;
     }
     release(&b, 1);
     *stop = pos;
@@ -1672,6 +1923,9 @@ static PyMethodDef methods[] = {
      "slot_of_dso, part_key, part_end, part_slot, part_bias, jit_key, jit_end, jit_slot, table_key, cfa_kind, "
      "cfa_reg, cfa_off, plt, rule_kind, rule_arg, rule_reg, flags, fp_index, columns, ra, sp, ra_mask, "
      "ra_is_register, max_depth) -> (start, pcs, reason): see profiler/unwind/unwinder.py"},
+    {"unwind_frames", unwind_frames, METH_VARARGS,
+     "unwind_frames(image, rec, frames, sp0, pc, regs, valid, <unwind_all's maps and rules>, fields) -> "
+     "(start, pcs, reason, status) or None: see profiler/report/unwind_samples.py"},
     {"scan_chunk", scan_chunk, METH_VARARGS,
      "scan_chunk(view, frame_start, frame_len, time_word) -> (stops, samples, others, types, (any, tmin, tmax)) "
      "or None: see profiler/report/tally_native.py"},

@@ -45,7 +45,9 @@ from profiler.unwind.unwinder import (
     LookupArrays,
     StackCopies,
     UnwindResult,
+    step_kernel,
     unwind,
+    unwind_frames,
 )
 from profiler.unwind.jitcode import JitCode
 from profiler.unwind.userdata import UserData, read_user_data
@@ -401,10 +403,12 @@ def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColu
         size = frames[int(fid[sel[0]])].size
         held += size + (-size) % 8
     room = _Batch()
+    module = step_kernel()
+    fused = module is not None and hasattr(module, "unwind_frames")
 
-    def unwind_batch(k: int) -> tuple[tuple[I64, UnwindResult] | None, list[str]]:
+    def unwind_apart(batch: list[StackFrame], sels: list[I64]) -> tuple[tuple[I64, UnwindResult] | None, list[str]]:
         warnings: list[str] = []
-        _inflate_fields([frames[int(fid[sel[0]])] for sel in batches[k]], batches[k], room, view, offset, warnings)
+        _inflate_fields(batch, sels, room, view, offset, warnings)
         if not room.samples:
             return None, warnings
         idx, data, size = room.take()
@@ -412,12 +416,44 @@ def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColu
         return (idx, unwind(cols, values[idx], valid[idx], pc[idx], stacks, _Subset(code, idx), combined,
                             max_depth)), warnings
 
+    def unwind_batch(k: int) -> tuple[tuple[I64, UnwindResult] | None, list[str]]:
+        batch = [frames[int(fid[sel[0]])] for sel in batches[k]]
+        if fused and module is not None:
+            sels = [sel[np.argsort(offset[sel], kind="stable")] for sel in batches[k]]  # file order
+            idx = np.concatenate(sels)
+            count = np.asarray([len(sel) for sel in sels], dtype=np.int64)
+            table = np.column_stack([[f.start for f in batch], [f.length for f in batch], [f.size for f in batch],
+                                     np.cumsum(count) - count, count]).astype(np.int64)
+            got = unwind_frames(module, view, offset[idx], table, tuple(f.fields for f in batch), cols, values[idx],
+                                valid[idx], pc[idx], values[idx, SP], code.lookup_arrays(idx), combined, max_depth)
+            if got is not None:
+                return _redo_damaged(got, idx, batch, sels, unwind_apart)
+        return unwind_apart(batch, batches[k])
+
     parts: list[tuple[I64, UnwindResult]] = []
     for part, warnings in in_order(unwind_batch, len(batches), _unwind_jobs(len(batches))):
         stats.warnings.extend(warnings)
         if part is not None:
             parts.append(part)
     return parts
+
+
+def _redo_damaged(got: tuple[UnwindResult, Any], idx: I64, batch: list[StackFrame], sels: list[I64],
+                  apart: Callable[[list[StackFrame], list[I64]], tuple[tuple[I64, UnwindResult] | None, list[str]]]
+                  ) -> tuple[tuple[I64, UnwindResult] | None, list[str]]:
+    """A batch unwound by the compiled ``unwind_frames`` (samples ``idx``), but for its frames
+    whose stack fields it found damaged: those are done again the numpy way (``apart``), which
+    says why in a warning (or unwinds them, should zstd's stream reader accept what libzstd
+    refused). The damaged frames' samples have no frames in ``got``: the redone ones replace them."""
+    res, status = got
+    if not status.any():
+        return (idx, res), []
+    redo, warnings = apart([f for f, bad in zip(batch, status) if bad], [s for s, bad in zip(sels, status) if bad])
+    if redo is None:
+        return (idx, res), warnings
+    order = np.argsort(idx, kind="stable")
+    at = order[np.searchsorted(idx[order], redo[0])]
+    return (idx, _merge([(np.arange(len(idx)), res), (at, redo[1])], len(idx))), warnings
 
 
 def _inflate_fields(frames: list[StackFrame], sels: list[I64], room: _Batch, view: memoryview, offset: I64,

@@ -272,13 +272,43 @@ def _unwind_compiled(module: ModuleType, cols: ArchColumns, regs: U64, valid: Bo
     i64 = np.int64
     start, pcs, reason = module.unwind_all(
         np.ascontiguousarray(stacks.buf), np.ascontiguousarray(stacks.offset, dtype=i64),
-        np.ascontiguousarray(stacks.size, dtype=i64), np.ascontiguousarray(stacks.sp0, dtype=np.uint64),
-        np.ascontiguousarray(pc, dtype=np.uint64), np.ascontiguousarray(regs, dtype=np.uint64),
-        np.ascontiguousarray(valid, dtype=bool), *maps.buffers(), np.ascontiguousarray(tables.key, dtype=np.uint64),
-        tables.cfa_kind, tables.cfa_reg, tables.cfa_off, tables.plt, tables.rule_kind, tables.rule_arg,
-        tables.rule_reg, tables.flags, tables.fp_index, cols.count, RA, SP, cols.ra_mask, int(cols.ra_is_register),
-        max_depth)
-    return UnwindResult(np.frombuffer(start, dtype=i64), np.frombuffer(pcs, dtype=np.uint64),
+        np.ascontiguousarray(stacks.size, dtype=i64),
+        *_sample_args(cols, regs, valid, pc, stacks.sp0, maps, tables, max_depth))
+    return _result(start, pcs, reason)
+
+
+def unwind_frames(module: ModuleType, image: Any, rec: I64, frames: I64, fields: tuple[bytes, ...], cols: ArchColumns,
+                  regs: U64, valid: Bools, pc: U64, sp0: U64, maps: LookupArrays, tables: CombinedTables,
+                  max_depth: int) -> tuple[UnwindResult, npt.NDArray[np.uint8]] | None:
+    """The samples of some FLAG_STACKS frames read lean unwound by the compiled kernel
+    (``unwind_frames``), which inflates each frame's stack fields (``fields``, compressed) into
+    one buffer and unwinds its samples from it while it is in the CPU's cache: the result, and
+    per frame whether its fields were damaged (1: its samples have no frames). ``frames``: per
+    frame (start and length of its lean records in ``image``, the size its fields inflate to,
+    its first sample, its samples), the samples grouped by frame and in file order within one;
+    ``rec``: each sample's record offset in ``image``. None when the kernel cannot inflate
+    (libzstd not found): the caller inflates in Python and calls :func:`unwind`."""
+    got = module.unwind_frames(image, np.ascontiguousarray(rec, dtype=np.int64),
+                               np.ascontiguousarray(frames, dtype=np.int64),
+                               *_sample_args(cols, regs, valid, pc, sp0, maps, tables, max_depth), fields)
+    if got is None:
+        return None
+    start, pcs, reason, status = got
+    return _result(start, pcs, reason), np.frombuffer(status, dtype=np.uint8)
+
+
+def _sample_args(cols: ArchColumns, regs: U64, valid: Bools, pc: U64, sp0: U64, maps: LookupArrays,
+                 tables: CombinedTables, max_depth: int) -> list[Any]:
+    """The arguments ``unwind_all`` and ``unwind_frames`` share after the stack copies."""
+    return [np.ascontiguousarray(sp0, dtype=np.uint64), np.ascontiguousarray(pc, dtype=np.uint64),
+            np.ascontiguousarray(regs, dtype=np.uint64), np.ascontiguousarray(valid, dtype=bool), *maps.buffers(),
+            np.ascontiguousarray(tables.key, dtype=np.uint64), tables.cfa_kind, tables.cfa_reg, tables.cfa_off,
+            tables.plt, tables.rule_kind, tables.rule_arg, tables.rule_reg, tables.flags, tables.fp_index,
+            cols.count, RA, SP, cols.ra_mask, int(cols.ra_is_register), max_depth]
+
+
+def _result(start: Any, pcs: Any, reason: Any) -> UnwindResult:
+    return UnwindResult(np.frombuffer(start, dtype=np.int64), np.frombuffer(pcs, dtype=np.uint64),
                         np.frombuffer(reason, dtype=np.uint8))
 
 

@@ -224,3 +224,63 @@ def test_the_compiled_split_agrees_with_python(seed: int) -> None:
             del data[rnd.randrange(len(data)) & ~7:]
         want = split_stacks_python(bytes(data), layout)
         assert module.split_stacks(bytes(data), *stack_words(layout)) == want
+
+
+@pytest.mark.skipif(kernels() is None or not hasattr(kernels(), "unwind_frames"),
+                    reason="the compiled kernels are not built")
+@pytest.mark.parametrize("seed", range(3))
+def test_damaged_stack_fields_read_the_same_with_the_compiled_frame_unwinder(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled ``unwind_frames`` (libzstd inflating each frame's stack fields, its own
+    field and record walks) and the way it falls back to (zstandard's stream reader,
+    field_spans, sample_offsets, unwind_all): the same output and the same warnings, on fields
+    damaged before compression (a field short, a size word spoiled, data changed) and after it
+    (a byte changed, one too many, a cut end, another frame's fields)."""
+    from profiler.format.container import writer as capture_writer
+    from profiler.report import unwind_samples
+
+    rnd = random.Random(seed)
+    compress = capture_writer.zstd_compress
+    calls = [0]
+    others: list[bytes] = []
+
+    def spoiled_compress(data: bytes | memoryview) -> bytes:
+        out = bytearray(compress(data))
+        calls[0] += 1
+        if calls[0] % 2:  # a frame's lean records: a damaged one is skipped before unwinding
+            return bytes(out)
+        others.append(bytes(out))
+        pick = rnd.randrange(6)
+        if pick == 1:
+            out[rnd.randrange(6, len(out))] ^= 1 << rnd.randrange(8)
+        elif pick == 2:
+            out += b"\0"
+        elif pick == 3:
+            del out[-rnd.randint(1, 4):]
+        elif pick == 4 and len(others) > 1:
+            out = bytearray(rnd.choice(others[:-1]))
+        return bytes(out)
+
+    def spoil(k: int, parts: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+        lean, fields = parts
+        data = bytearray(fields)
+        pick = rnd.randrange(5)
+        if pick == 1:
+            del data[-8:]
+        elif pick == 2:
+            data[0] ^= 8  # the first field's size
+        elif pick == 3 and len(data) > 64:
+            for _ in range(8):
+                data[rnd.randrange(8, len(data))] = rnd.randrange(256)
+        return lean, bytes(data)
+
+    monkeypatch.setenv("PROFILER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(capture_writer, "zstd_compress", spoiled_compress)
+    spoiled = split_copy(tmp_path / "spoiled.prof", spoil)
+    monkeypatch.setattr(capture_writer, "zstd_compress", compress)
+    fused = [run_main(capsys, *command, "-i", str(spoiled)) for command in COMMANDS]
+    monkeypatch.setattr(unwind_samples, "unwind_frames", lambda *args: None)  # as without libzstd
+    apart = [run_main(capsys, *command, "-i", str(spoiled)) for command in COMMANDS]
+    assert fused == apart
+    assert all(code == 0 for code, _, _ in fused)
+    assert "are damaged" in fused[0][2]  # some frames were: the test saw the fallback's warnings
