@@ -296,14 +296,19 @@ class SampleBuilder:
             part.abi[at] = abi
             has_regs = abi != 0
             numbers = [b for b in range(64) if shape >> b & 1]
-            # every register of a sample in one gather: they follow abi, in bit order
-            pos = np.where(has_regs, first + 1, first)[:, None] + \
-                np.where(has_regs[:, None], np.arange(len(numbers), dtype=np.int64), 0)
-            values = np.where(has_regs[:, None], walk.w64[pos], 0).astype(np.uint64)
+            # every register of a sample in one gather: they follow abi, in bit order (a
+            # sample without them reads words clipped to the capture, then zeroed)
+            pos = (first + 1)[:, None] + np.arange(len(numbers), dtype=np.int64)
             cols = [part.registers.index(number) for number in numbers]
-            if cols == list(range(len(part.registers))):
-                part.regs[at] = values
+            in_place = cols == list(range(len(part.registers))) and part.regs.dtype == walk.w64.dtype
+            if in_place:  # 0.1 s less for 300 K samples of 17 registers than a gather, then a copy
+                values = part.regs[at]
+                np.take(walk.w64, pos, out=values, mode="clip")
             else:
+                values = walk.w64.take(pos, mode="clip").astype(np.uint64)
+            if not has_regs.all():
+                values[~has_regs] = 0
+            if not in_place:
                 part.regs[at, :] = 0
                 part.regs[at.start:at.stop, cols] = values
         elif f.kind == R.KIND_RAW:
