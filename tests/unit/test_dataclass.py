@@ -191,3 +191,37 @@ def test_the_package_uses_it() -> None:
 
     assert ReportOptions.__eq__.__code__ is FAST["Plain"].__eq__.__code__
     assert ReportOptions.__repr__.__code__ is FAST["Plain"].__repr__.__code__
+
+
+def test_methods_compiled_in_an_earlier_run_are_the_same(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run writes the methods it compiled (the cache beside the bytecode); the next one makes
+    the same classes from them, compiling nothing, and they behave as the standard library's.
+    A damaged or foreign cache file is ignored, and ``dataclasses`` keeps its own ``exec``."""
+    import profiler.dataclass as module
+
+    path = tmp_path / "__pycache__" / "methods.bin"
+    monkeypatch.setattr(module.sys, "dont_write_bytecode", False)
+    first = module._Compiled(str(path))
+    monkeypatch.setattr(module, "_COMPILED", first)
+    define(fast)
+    assert first.added > 0 and not path.exists()
+    first.save()
+    assert path.exists() and first.added == 0
+    assert "exec" not in vars(dataclasses)
+
+    second = module._Compiled(str(path))
+    monkeypatch.setattr(module, "_COMPILED", second)
+    again = define(fast)
+    assert second.added == 0  # every method came from the file
+    for case in CASES:
+        assert observe(again, *case) == observe(STD, *case)
+
+    for damage in (b"", b"\x00garbage", path.read_bytes()[:100]):
+        path.write_bytes(damage)
+        broken = module._Compiled(str(path))
+        monkeypatch.setattr(module, "_COMPILED", broken)
+        made = define(fast)
+        assert broken.added > 0
+        assert observe(made, *CASES[1]) == observe(STD, *CASES[1])
+    path.write_bytes(__import__("marshal").dumps({"magic": b"old!", "codes": {}}))
+    assert module._Compiled(str(path))._load() == {}
