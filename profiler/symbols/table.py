@@ -313,8 +313,8 @@ def _collapse_aliases(
 ) -> tuple[IntArray, UIntArray, UIntArray]:
     """Pick one symbol per start address; returns (indices into cand, sizes, limits).
 
-    ``order`` sorts ``cand`` by start (stable: table order within an address); a group of
-    several aliases is resolved by :func:`_best_alias`.
+    ``order`` sorts ``cand`` by start (stable: table order within an address); the groups of
+    several aliases are resolved together by :func:`_best_aliases`.
     """
     first = np.empty(starts.shape[0], dtype=np.bool_)
     first[0] = True
@@ -324,24 +324,40 @@ def _collapse_aliases(
     limits = np.maximum.reduceat(cand.limit[order], group_start)
     winners = order[group_start].copy()
     group_len = np.diff(np.append(group_start, first.shape[0]))
-    for g in np.flatnonzero(group_len > 1).tolist():
-        lo = int(group_start[g])
-        winners[g] = _best_alias(cand, order[lo:lo + int(group_len[g])].tolist())
+    several = np.flatnonzero(group_len > 1)
+    if len(several):
+        winners[several] = _best_aliases(cand, order, group_start[several], group_len[several])
     return winners, sizes, limits
 
 
-def _best_alias(cand: SymbolCandidates, rows: list[int]) -> int:
-    """perf's choice among symbols at one address: sized, lowest rank, fewest leading
-    underscores, longest name, first in table order."""
-    strtab = cand.strtab
-
-    def key(pos: int) -> tuple[bool, int, int, int]:
-        off = int(cand.name_off[pos])
-        end = strtab.find(b"\0", off)
-        name = strtab[off:len(strtab) if end < 0 else end]
-        return (int(cand.sizes[pos]) == 0, int(cand.rank[pos]), len(name) - len(name.lstrip(b"_")), -len(name))
-
-    return min(rows, key=key)  # min keeps the first of equal keys: table order
+def _best_aliases(cand: SymbolCandidates, order: IntArray, lo: IntArray, length: IntArray) -> IntArray:
+    """perf's choice among the symbols at each address (the rows ``order[lo:lo + length]`` of
+    each group): sized, lowest rank, fewest leading underscores, longest name, first in table
+    order; for all groups at once (a Python ``min`` per group cost 6 ms a report with libc)."""
+    member = np.arange(int(length.sum()), dtype=np.int64)
+    group = np.repeat(np.arange(len(lo), dtype=np.int64), length)
+    within = member - np.repeat(np.cumsum(length) - length, length)
+    pos = order[np.repeat(lo, length) + within]
+    text = np.frombuffer(cand.strtab, dtype=np.uint8)
+    nul = np.flatnonzero(text == 0)
+    off = cand.name_off[pos].astype(np.int64)
+    after = np.searchsorted(nul, off)
+    end = np.full(len(off), len(text), dtype=np.int64)
+    if len(nul):  # a name without its NUL runs to the table's end
+        end = np.where(after < len(nul), nul[np.minimum(after, len(nul) - 1)], end)
+    name_len = np.maximum(end - off, 0)
+    underscores = np.zeros(len(pos), dtype=np.int64)
+    going = name_len > 0
+    while going.any():
+        at = np.flatnonzero(going)
+        going[at] = text[off[at] + underscores[at]] == ord("_")
+        underscores[at[going[at]]] += 1
+        going &= underscores < name_len
+    keys = (within, -name_len, underscores, cand.rank[pos].astype(np.int64), (cand.sizes[pos] == 0), group)
+    chosen = np.lexsort(keys)
+    firsts = chosen[np.r_[True, group[chosen][1:] != group[chosen][:-1]]]
+    out: IntArray = pos[firsts]
+    return out
 
 
 def _nested_labels(starts: UIntArray, sizes: UIntArray) -> npt.NDArray[np.bool_]:

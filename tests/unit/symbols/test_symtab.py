@@ -193,3 +193,44 @@ def test_lookup_agrees_with_reference_model(rows: list[tuple[int, int, str, int]
         expected = reference_lookup(rows, addr)
         got = None if i < 0 else (table.name(i), o)
         assert got == expected
+
+
+def _best_alias_reference(cand: SymbolCandidates, rows: list[int]) -> int:
+    """perf's choice among the symbols at one address, one group at a time (the rule
+    table._best_aliases applies to all groups at once)."""
+    strtab = cand.strtab
+
+    def key(pos: int) -> tuple[bool, int, int, int]:
+        off = int(cand.name_off[pos])
+        end = strtab.find(b"\0", off)
+        name = strtab[off:len(strtab) if end < 0 else end]
+        return (int(cand.sizes[pos]) == 0, int(cand.rank[pos]), len(name) - len(name.lstrip(b"_")), -len(name))
+
+    return min(rows, key=key)  # min keeps the first of equal keys: table order
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_aliases_are_chosen_as_one_group_at_a_time(seed: int) -> None:
+    """Random symbols at a few addresses: sized or not, ranks, leading underscores, names of
+    equal length, empty names, and a last name without its NUL."""
+    import dataclasses
+    import random
+
+    from profiler.symbols import table as symbol_table
+
+    rnd = random.Random(seed)
+    for case in range(60):
+        n = rnd.randint(1, 60)
+        heads = ["", "_", "__", "a", "_a", "__ab", "abc", "_x_y", "___", "ab_"]
+        names = [rnd.choice(heads) + rnd.choice(["", "q", "zz"]) for _ in range(n)]
+        cand = SymbolCandidates.from_names([rnd.randrange(6) * 16 for _ in range(n)],
+                                           [rnd.choice([0, 0, 8, 16]) for _ in range(n)], names,
+                                           ranks=[rnd.randrange(3) for _ in range(n)])
+        if case % 5 == 0 and len(cand.strtab) > 2:
+            cand = dataclasses.replace(cand, strtab=cand.strtab[:-1])
+        order = np.argsort(cand.starts, kind="stable")
+        starts = cand.starts[order]
+        winners, _, _ = symbol_table._collapse_aliases(cand, order, starts)
+        lo = np.flatnonzero(np.r_[True, starts[1:] != starts[:-1]])
+        length = np.diff(np.append(lo, len(starts)))
+        assert winners.tolist() == [_best_alias_reference(cand, order[a:a + k].tolist()) for a, k in zip(lo, length)]
