@@ -22,7 +22,6 @@ import numpy.typing as npt
 from profiler.arrays import distinct, ranges
 from profiler.dataclass import dataclass
 from profiler.format import records as R
-from profiler.format.decode.chains import CONTEXT_USER, ChainStore
 from profiler.format.decode.columns import SampleColumns
 from profiler.format.container.reader import CaptureReader
 from profiler.report.maps import DsoTable, MapSnapshot
@@ -56,6 +55,7 @@ from profiler.format.container.codec import zstd_decompress_into
 from profiler.format.container.inflate import StackFrame
 from profiler.format.splitstacks import field_spans, sample_offsets
 from profiler.report.parallel import in_order, worker_count
+from profiler.report.userchains import chains_with_user_frames
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -608,40 +608,6 @@ def _merge(parts: list[tuple[I64, UnwindResult]], n: int) -> UnwindResult:
     for idx, res in parts:
         pcs[ranges(start[idx], np.diff(res.start))] = res.pcs
     return UnwindResult(start, pcs, reason)
-
-
-def chains_with_user_frames(s: SampleColumns, res: UnwindResult) -> tuple[npt.NDArray[np.int32], Any]:
-    """New (chain_id, ChainTable): each sample's kernel frames, then PERF_CONTEXT_USER and its
-    unwound user frames. Samples without unwound frames keep their recorded chain."""
-    n = len(s)
-    kstart, kwords = s.flat_chains()
-    klen = np.diff(kstart)
-    # keep the kernel part: entries before the first PERF_CONTEXT_USER marker
-    is_user_marker = kwords == CONTEXT_USER
-    owner = np.repeat(np.arange(n), klen)
-    first_user = np.full(n, -1, dtype=np.int64)
-    hits = np.flatnonzero(is_user_marker)
-    if len(hits):
-        first = hits[np.r_[True, owner[hits][1:] != owner[hits][:-1]]]
-        first_user[owner[first]] = first - kstart[owner[first]]
-    klen_keep = np.where(first_user >= 0, first_user, klen)
-    ulen = np.diff(res.start)
-    has_user = ulen > 0
-    total = klen_keep + np.where(has_user, 1 + ulen, klen - klen_keep)
-    start = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(total, out=start[1:])
-    words = np.empty(int(start[-1]), dtype=np.uint64)
-    words[ranges(start[:-1], klen_keep)] = kwords[ranges(kstart[:-1], klen_keep)]
-    # samples with no user frames keep the rest of their recorded chain
-    rest = ~has_user
-    words[ranges(start[:-1][rest] + klen_keep[rest], (klen - klen_keep)[rest])] = \
-        kwords[ranges(kstart[:-1][rest] + klen_keep[rest], (klen - klen_keep)[rest])]
-    marker_at = start[:-1][has_user] + klen_keep[has_user]
-    words[marker_at] = CONTEXT_USER
-    words[ranges(marker_at + 1, ulen[has_user])] = res.pcs[ranges(res.start[:-1][has_user], ulen[has_user])]
-    store = ChainStore()
-    ids = store.add(words, start[:-1], total)
-    return ids, store.table()
 
 
 def outer_is_root(stack: I64, stack_start: I64, stack_frames: I64, frames: Any,
