@@ -138,6 +138,7 @@ class _Compiled:
         self.codes: dict[str, Any] | None = None
         self.added = 0
         self.depth = 0
+        self.used: set[str] = set()
 
     def enter(self) -> None:
         if self.codes is None:
@@ -157,6 +158,7 @@ class _Compiled:
             builtins.exec(source, globals, locals)
             return
         code = codes.get(source)
+        self.used.add(source)
         if code is None:
             code = codes[source] = compile(source, "<string>", "exec")
             if not self.added:
@@ -186,11 +188,14 @@ class _Compiled:
             return
         from importlib.util import MAGIC_NUMBER
 
+        codes = self.codes
+        if len(codes) > KEEP_METHODS:  # the source of classes since changed: keep this run's only
+            codes = {k: v for k, v in codes.items() if k in self.used}
         tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             with open(tmp, "wb") as f:
-                marshal.dump({"magic": MAGIC_NUMBER, "codes": self.codes}, f)
+                marshal.dump({"magic": MAGIC_NUMBER, "codes": codes}, f)
             os.replace(tmp, self.path)
         except (OSError, ValueError):
             try:
@@ -200,5 +205,6 @@ class _Compiled:
         self.added = 0
 
 
+KEEP_METHODS = 2000  # methods kept in the file at most (the package makes about 300)
 _COMPILED = _Compiled(os.path.join(os.path.dirname(__file__), "__pycache__",
                                    f"dataclass-methods.{sys.implementation.cache_tag}.bin"))

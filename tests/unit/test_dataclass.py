@@ -225,3 +225,21 @@ def test_methods_compiled_in_an_earlier_run_are_the_same(tmp_path: Any, monkeypa
         assert observe(made, *CASES[1]) == observe(STD, *CASES[1])
     path.write_bytes(__import__("marshal").dumps({"magic": b"old!", "codes": {}}))
     assert module._Compiled(str(path))._load() == {}
+
+
+def test_the_methods_file_forgets_old_classes(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``KEEP_METHODS`` entries (classes whose source has since changed), a run keeps only
+    the methods it used: the file does not grow for ever."""
+    import profiler.dataclass as module
+
+    monkeypatch.setattr(module.sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(module, "KEEP_METHODS", 5)
+    path = tmp_path / "methods.bin"
+    run = module._Compiled(str(path))
+    monkeypatch.setattr(module, "_COMPILED", run)
+    define(fast)
+    assert run.codes is not None
+    run.codes["def old(): pass"] = compile("def old(): pass", "<string>", "exec")
+    run.save()
+    kept = module._Compiled(str(path))._load()
+    assert "def old(): pass" not in kept and set(kept) == run.used
