@@ -275,3 +275,91 @@ def _compare_unwinders(cols: ArchColumns, rng: np.random.Generator, monkeypatch:
         reasons |= set(want.reason.tolist())
     assert (np.diff(want.start) >= 3).sum() > 15  # the case goes deep, not one frame each
     return reasons
+
+
+def _frames_of(rng: np.random.Generator, size: I64, offset: I64, buf: Any, frames: int) -> tuple[Any, ...]:
+    """Split frames holding every sample's stack copy (``size`` bytes at ``offset`` in ``buf``)
+    as FLAG_STACKS frames' parts: lean records (a SAMPLE header per sample, COMM records between)
+    in one image, and each frame's stack fields, one per sample, not compressed yet.
+    (image, each sample's record offset, each frame's (start, length), its fields, each sample's frame)."""
+    n = len(size)
+    cuts = np.sort(rng.choice(np.arange(1, n), frames - 1, replace=False)).tolist()
+    image = bytearray(b"\0" * 8)
+    rec = np.zeros(n, dtype=np.int64)
+    spans, fields, frame_of = [], [], np.zeros(n, dtype=np.int64)
+    for f, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, n])):
+        start = len(image)
+        fields.append([])
+        for i in range(lo, hi):
+            if rng.random() < 0.3:
+                image += (3).to_bytes(4, "little") + bytes(2) + (16).to_bytes(2, "little") + bytes(8)
+            rec[i] = len(image)
+            image += (9).to_bytes(4, "little") + bytes(2) + (8).to_bytes(2, "little")
+            s = int(size[i])
+            padded = -(-s // 8) * 8  # a copy's size is whole words; dyn_size says how much is real
+            data = bytes(buf[offset[i]:offset[i] + s]) + bytes(padded - s)
+            fields[f].append(padded.to_bytes(8, "little") + (data + s.to_bytes(8, "little") if padded else b""))
+            frame_of[i] = f
+        spans.append((start, len(image) - start))
+    return bytes(image), rec, spans, fields, frame_of
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_frame_unwinder_is_unwind_all_on_random_frames(seed: int) -> None:
+    """unwind_frames (each frame's fields inflated by libzstd, walked and matched to the frame's
+    SAMPLE records in C) gives what unwind_all gives on the same copies; a sample without a copy
+    and every sample of a damaged frame (cut, one byte too many, a field short, another declared
+    size) stop at once with no user registers, and their frames are marked damaged."""
+    import zstandard
+
+    from profiler.native import kernels
+    from profiler.unwind.unwinder import unwind_frames
+
+    module = kernels()
+    if module is None or not hasattr(module, "unwind_frames"):
+        pytest.skip("the compiled kernels are not built")
+    cols, rng = X86_64_COLUMNS, np.random.default_rng(900 + seed)
+    n = 400
+    code = random_code_map(rng, n)
+    tables = CombinedTables([random_rule_table(rng, cols, k) for k in (60, 40)], cols)
+    size, offset, buf = random_copies(rng, [0, 5, 256, 1024, 2048], n)
+    code_pcs = np.asarray([0x1300, 0x1400, 0x1500, 0x4400, 0x4600, 0x2150, 0], dtype=np.uint64)
+    sp0 = np.uint64(0x7FFF_0000_0000) + rng.integers(0, 1 << 16, n).astype(np.uint64) * np.uint64(16)
+    for i in range(n):
+        for k in range(0, int(size[i]) - 8, 8):
+            value = int(rng.choice(code_pcs)) + int(rng.integers(0, 0x80)) if rng.random() < 0.7 else \
+                int(sp0[i]) + int(rng.integers(0, max(int(size[i]), 1)))
+            buf[offset[i] + k:offset[i] + k + 8] = np.frombuffer(value.to_bytes(8, "little"), dtype=np.uint8)
+    regs = rng.integers(0, 1 << 62, (n, cols.count), dtype=np.uint64)
+    regs[:, SP] = sp0
+    valid = rng.random((n, cols.count)) < 0.9
+    pc = (rng.choice(code_pcs, n) + rng.integers(0, 0x80, n).astype(np.uint64)).astype(np.uint64)
+    image, rec, spans, parts, frame_of = _frames_of(rng, size, offset, buf, 16)
+    parts[4] = parts[4][:-1]  # a field short of the frame's SAMPLE records
+    raw = [b"".join(p) for p in parts]
+    fields = [zstandard.ZstdCompressor().compress(r) for r in raw]
+    declared = [len(r) for r in raw]
+    fields[1] = fields[1][:-3]  # cut
+    fields[3] = fields[3] + b"\0"  # one byte after the zstd frame
+    declared[5] += 8  # not the size the frame declares
+    damaged = [1, 3, 4, 5]
+    chosen = np.sort(rng.choice(n, 3 * n // 4, replace=False)).astype(np.int64)  # the others: another event's
+    count = np.bincount(frame_of[chosen], minlength=len(spans))
+    frames = np.column_stack([np.asarray(spans, dtype=np.int64), declared, np.cumsum(count) - count, count])
+    none = (size[chosen] == 0) | np.isin(frame_of[chosen], damaged)
+    assert none.any() and (~none).sum() > n // 3
+    for depth in (3, 12):
+        got = unwind_frames(module, image, rec[chosen], frames, tuple(fields), cols, regs[chosen], valid[chosen],
+                            pc[chosen], sp0[chosen], code.lookup_arrays(chosen), tables, depth)
+        assert got is not None
+        res, status = got
+        assert np.flatnonzero(status).tolist() == damaged
+        want = unwind(cols, regs[chosen], valid[chosen], pc[chosen],
+                      StackCopies(buf, offset[chosen], size[chosen], sp0[chosen]), _Subset(code, chosen), tables,
+                      depth)
+        lens, want_lens = np.diff(res.start), np.diff(want.start)
+        assert (lens[none] == 0).all() and (res.reason[none] == 7).all()
+        assert lens[~none].tolist() == want_lens[~none].tolist()
+        assert res.reason[~none].tolist() == want.reason[~none].tolist()
+        assert res.pcs.tolist() == want.pcs[np.repeat(~none, want_lens)].tolist()
+        assert (want_lens[~none] >= 3).sum() > 10  # samples went deep
