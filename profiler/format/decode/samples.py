@@ -185,6 +185,7 @@ class SampleBuilder:
         self.cpu_limit = min(cpu_limit, NO_CPU)
         self.callchains = callchains
         self.cols: dict[str, npt.NDArray[Any]] = {k: np.empty(n, dtype=t) for k, t in _DTYPES.items()}
+        self.size = n  # samples the columns have room for
         self.filled = 0
         self.store = ChainStore()
         self.damaged = 0
@@ -374,4 +375,6 @@ class SampleBuilder:
             vals = [np.concatenate([p[k] for p in self.read_parts]) if self.read_parts
                     else np.zeros(0, dtype=np.uint64) for k in range(3)]
             return ReadColumns(part.time_enabled[:n], part.time_running[:n], start, *vals)
+        if n == self.size:  # every sample kept (none damaged): the columns as they are, not a copy
+            return part
         return part.take(np.arange(n))
