@@ -392,7 +392,7 @@ def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColu
     offset = s.offset.astype(np.int64)
     view = reader.raw_view()
     chosen = np.flatnonzero(fid >= 0)
-    chosen = chosen[np.argsort(fid[chosen], kind="stable")]  # by frame, each frame's in sample order
+    chosen = chosen[np.lexsort((offset[chosen], fid[chosen]))]  # by frame, each frame's in file order
     cuts = np.flatnonzero(np.diff(fid[chosen])) + 1
     groups = np.split(chosen, cuts) if len(chosen) else []
     batches: list[list[I64]] = []
@@ -421,7 +421,7 @@ def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColu
     def unwind_batch(k: int) -> tuple[tuple[I64, UnwindResult] | None, list[str]]:
         batch = [frames[int(fid[sel[0]])] for sel in batches[k]]
         if fused and module is not None:
-            sels = [sel[np.argsort(offset[sel], kind="stable")] for sel in batches[k]]  # file order
+            sels = batches[k]
             idx = np.concatenate(sels)
             count = np.asarray([len(sel) for sel in sels], dtype=np.int64)
             table = np.column_stack([[f.start for f in batch], [f.length for f in batch], [f.size for f in batch],
