@@ -88,7 +88,9 @@ def test_software_counts_agree_with_perf(profiler_cmd: list[str], statload: str,
     if event == "cpu-migrations" and len(os.sched_getaffinity(0)) < 2:
         pytest.skip("migrations need two CPUs")
     ours, theirs = both(profiler_cmd, [statload, *workload], event)
-    assert theirs[event] >= at_least and ours[event] >= at_least, (ours, theirs)
+    # within the slack: a 100 µs sleep whose timer fired before the thread left its CPU (the VM
+    # paused in between) does not switch; perf itself counted 399 for 400 sleeps in one CI run
+    assert theirs[event] >= at_least - slack and ours[event] >= at_least - slack, (ours, theirs)
     assert agree(ours[event], theirs[event], 0.02, slack), (event, ours, theirs)
 
 
