@@ -234,10 +234,11 @@ def test_perf_sched_record_gives_the_numbers_of_perf_sched_timehist(fixtures_dir
 
 def unseen_switch_ins(data: Path, tid: int, profiler_cmd: list[str]) -> float:
     """The ns of a thread's off-CPU intervals whose end the trace does not show: no sched_switch
-    to the thread where the interval ends. Seen on a loaded machine: nothing at all recorded on
-    the CPU for 3.7 ms after another task was switched in, then the thread running. perf then
-    counts the thread as running from the last event on that CPU, we from its first sample
-    there (its sched_stat_runtime events): the two differ by that much."""
+    to the thread where the interval ends. Seen here after each switch to one of the machine's
+    daemons (pid 75, tokio-rt-worker), whose own switch-out never reaches the trace: nothing is
+    recorded on the CPU until the thread is seen running again (0.2-2.9 ms a run when quiet, 4.5
+    ms on a loaded machine). perf then counts the thread as running from the last event on that
+    CPU, we from its first sample there (its sched_stat_runtime events): the two differ by that."""
     ours = run([*profiler_cmd, "script", "-i", str(data), "--event", "offcpu", "--tid", str(tid), "-F", "time,period"])
     switches = run(["perf", "script", "-i", str(data), "-F", "time,event,trace"])
     ins = sorted(float(m.group(1)) for m in re.finditer(rf"^\s*([\d.]+):\s+sched:sched_switch:.*\bnext_pid={tid}\b",
