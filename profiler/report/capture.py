@@ -21,7 +21,7 @@ from profiler.format.events import EventTable
 from profiler.format.typed_header import CaptureHeader
 from profiler.report.model import pseudo_events
 from profiler.report.options import Filters
-from profiler.report.tally import Tally
+from profiler.report.tally import Tally, Unwinding
 from profiler.symbols.sources import SOURCE_KINDS, Metadata
 
 
@@ -39,7 +39,7 @@ class Capture:
         self.callchains = callchains
         self.events = EventTable.from_header(self.reader.header)
         self._data: CaptureData | None = None
-        self._tallies: dict[tuple[bool, bool], Tally | None] = {}
+        self._tallies: dict[tuple[bool, bool, bool], Tally | None] = {}
         self._metadata: Metadata | None = None
         # what one analysis derives from the decoded data and another reuses, by name (e.g. the
         # off-CPU intervals: profiler.report.offcpu.switch_outs)
@@ -94,15 +94,17 @@ class Capture:
             self._data = decode_whole(self.path, self.reader, self.callchains)
         return self._data
 
-    def tally(self, filters: Filters, callchains: bool, keep_cpu: bool) -> Tally | None:
+    def tally(self, filters: Filters, callchains: bool, keep_cpu: bool,
+              unwinding: Unwinding | None = None) -> Tally | None:
         """The capture tallied into distinct rows after ``--cpu``/``--time`` (memory grows with
-        the distinct rows); None when it cannot be (see :mod:`profiler.report.tally`)."""
+        the distinct rows); None when it cannot be (see :mod:`profiler.report.tally`).
+        ``unwinding``: its DWARF events' user stacks unwound into the rows' callchains."""
         from profiler.report.tally import tally_capture
 
-        key = (callchains and self.callchains, keep_cpu)
+        key = (callchains and self.callchains, keep_cpu, unwinding is not None)
         if key not in self._tallies:
             try:
-                self._tallies[key] = tally_capture(self.reader, filters, key[0], keep_cpu)
+                self._tallies[key] = tally_capture(self.reader, filters, key[0], keep_cpu, unwinding=unwinding)
             except (ValueError, IndexError) as exc:
                 raise FormatError(f"{self.path} is damaged beyond reading ({exc}).") from None
         return self._tallies[key]

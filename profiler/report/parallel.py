@@ -17,7 +17,15 @@ PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 T = TypeVar("T")
 
 
+_POOLED = [False]  # a task of a pool is running in this process: it forks no pool of its own
+
+
 def worker_count(jobs: int | None, chunks: int) -> int:
+    """Workers for ``chunks`` chunks: ``jobs``, else ``PROFILER_JOBS``, else the idle CPUs;
+    1 inside a task of a pool (a tally chunk that unwinds its samples forks no pool of its own:
+    its siblings already use the CPUs)."""
+    if _POOLED[0]:
+        return 1
     if jobs is None:
         env = os.environ.get("PROFILER_JOBS", "")
         if env.isdigit() and int(env) > 0:
@@ -80,7 +88,7 @@ def in_order(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
             workers.append((pid, os.fdopen(read_fd, "rb")))
         for k in range(count):
             if k % jobs == 0:
-                yield task(k)
+                yield _pooled(task, k)
                 continue
             try:
                 kind, value = pickle.load(workers[k % jobs - 1][1])
@@ -98,6 +106,15 @@ def in_order(task: Callable[[int], T], count: int, jobs: int) -> Iterator[T]:
             except ProcessLookupError:
                 pass
             os.waitpid(pid, 0)
+
+
+def _pooled(task: Callable[[int], T], k: int) -> T:
+    """``task(k)`` run as one of a pool's tasks (see :func:`worker_count`)."""
+    _POOLED[0] = True
+    try:
+        return task(k)
+    finally:
+        _POOLED[0] = False
 
 
 def _widen(fd: int) -> None:
@@ -124,6 +141,7 @@ def serve(task: Callable[[int], Any], indices: range, write_fd: int, parent: int
         if os.getppid() != parent:  # the parent died before the request took effect
             os._exit(1)
         with os.fdopen(write_fd, "wb") as out:
+            _POOLED[0] = True
             for k in indices:
                 try:
                     message: tuple[str, Any] = ("ok", task(k))

@@ -17,8 +17,9 @@ first steps. Each step is a few numpy calls over all samples, never a Python loo
      distinct rows with counts (:mod:`profiler.report.tally`), memory bounded by the distinct
      stacks;
    * *whole*: every sample decoded at once — for what a tally cannot carry: a ':S' group
-     member's periods (from its leader's counts), DWARF unwinding (stack copies), tracepoint
-     payloads, and captures whose records have no time;
+     member's periods (from its leader's counts), tracepoint payloads, and captures whose
+     records have no time (a DWARF capture's user stacks are unwound chunk by chunk in the
+     tally: :mod:`profiler.report.tally_unwound`);
    * *windows* (:func:`stream_profiles`): time-ordered windows for ``script``, memory bounded
      by a window (:mod:`profiler.report.windows`);
 
@@ -71,6 +72,7 @@ from profiler.report.tracepoints import event_payloads
 if TYPE_CHECKING:
     from profiler.format.abi import SampleLayout
     from profiler.format.tracepoint import TraceFormat
+    from profiler.report.tally_unwound import TallyUnwind
     from profiler.report.unwind_samples import UnwindStats
     from profiler.report.windows import Totals
 
@@ -94,11 +96,12 @@ def load_profile(options: LoadOptions, capture: Capture | None = None, event: st
     index = capture.event_index(event or options.filters.event)
     if capture.is_pseudo(index):
         return _from_switches(options, capture, index, progress or _quiet)
-    if not (whole or os.environ.get("PROFILER_TALLY") == "0" or needs_whole(options, capture, index)):
+    if not (whole or os.environ.get("PROFILER_TALLY") == "0" or needs_whole(options, capture, index, unwound=True)):
         (progress or _quiet)("decoding")
-        tally = capture.tally(options.filters, options.callchains, keep_cpu)
+        unwinding = _tally_unwinding(options, capture)
+        tally = capture.tally(options.filters, options.callchains, keep_cpu, unwinding)
         if tally is not None:
-            return _from_tally(options, capture, index, tally, progress or _quiet)
+            return _from_tally(options, capture, index, tally, progress or _quiet, unwinding)
     return _from_whole(options, capture, index, progress or _quiet)
 
 
@@ -112,12 +115,13 @@ def on_capture_clock(options: LoadOptions, capture: Capture) -> LoadOptions:
     return replace(options, filters=replace(options.filters, time=timed))
 
 
-def needs_whole(options: LoadOptions, capture: Capture, index: int) -> bool:
-    """Whether event ``index`` must be decoded whole (see the module docstring)."""
+def needs_whole(options: LoadOptions, capture: Capture, index: int, unwound: bool = False) -> bool:
+    """Whether event ``index`` must be decoded whole (see the module docstring); ``unwound``:
+    a tally that unwinds user stacks (:mod:`profiler.report.tally_unwound`) would do for DWARF."""
     if capture.is_pseudo(index) or capture_reads(capture) is not None:  # Python lines: by time (report/pylines.py)
         return True
     ev = capture.events.events[index]
-    dwarf = options.callchains and _unwinds(capture, ev.layout)
+    dwarf = options.callchains and not unwound and _unwinds(capture, ev.layout)
     cgroups = bool(ev.layout.sample_type & PERF_SAMPLE_CGROUP)  # the tally keeps no cgroup column
     return (reads_group(ev) or dwarf or cgroups or options.payloads or options.cgroup_ns
             or bool(options.filters.trace))
@@ -202,7 +206,24 @@ def stream_profiles(options: LoadOptions, capture: Capture, events: list[int],
 # --- the two ways of reading rows -----------------------------------------------------------
 
 
-def _from_tally(options: LoadOptions, capture: Capture, index: int, tally: Tally, say: Progress) -> Profile:
+def _tally_unwinding(options: LoadOptions, capture: Capture) -> TallyUnwind | None:
+    """What a tally of the capture needs to unwind user stacks: None unless an event has them
+    (``--call-graph dwarf``) and the report shows callchains."""
+    if not options.callchains:
+        return None
+    events = tuple(i for i, ev in enumerate(capture.events.events) if _unwinds(capture, ev.layout))
+    if not events:
+        return None
+    from profiler.report.tally_unwound import TallyUnwind
+    from profiler.unwind.arch import columns_for
+
+    cols = columns_for(capture.arch)
+    assert cols is not None  # _unwinds checked it
+    return TallyUnwind(events, cols, options.symfs, options.debug_dirs, symbol_chain(capture, options).jit_symbols)
+
+
+def _from_tally(options: LoadOptions, capture: Capture, index: int, tally: Tally, say: Progress,
+                unwinding: TallyUnwind | None = None) -> Profile:
     """Event ``index``'s profile from the capture's tally: its rows (in the time order of
     their last samples) with their sample counts as weights."""
     rows, state = tally.rows, tally.state
@@ -216,8 +237,13 @@ def _from_tally(options: LoadOptions, capture: Capture, index: int, tally: Tally
     idx = idx[entry_mask(rows.pid[idx], rows.tid[idx], rows.comm[idx], state.comm_names, options.filters)]
     selected = Selected(tally.samples(idx), rows.gen[idx], rows.comm[idx], weight=rows.count[idx])
     tfmt, _ = event_payloads(capture, index, selected.samples, options)
+    unwound = None
+    if unwinding is not None and index in unwinding.events and len(idx):
+        unwound = unwinding.stats(rows.misc[idx], rows.count[idx], rows.gen[idx], tally.unwind_warnings)
+        counts.warnings.extend(unwound.warnings)
     say("resolving")
-    return assemble(options, capture, index, selected, state, make_resolver(capture, state, options), counts, tfmt)
+    return assemble(options, capture, index, selected, state, make_resolver(capture, state, options), counts, tfmt,
+                    unwound)
 
 
 def _from_whole(options: LoadOptions, capture: Capture, index: int, say: Progress) -> Profile:

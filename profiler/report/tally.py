@@ -26,6 +26,10 @@ plus the distinct rows. With the kernel, a compressed capture's chunks are infla
 two at a time in two threads when a second CPU is idle (``parallel.two_at_a_time``: zstd and
 the kernel release the GIL): 1M samples' flat report 0.28 -> 0.23 s on two idle CPUs.
 
+A ``--call-graph dwarf`` capture is tallied with an :class:`Unwinding` (``tally_unwound.py``):
+pass 2 then decodes each chunk's samples with their registers and unwinds their user stacks
+before counting them, by numpy and the unwinder's kernels, in the worker processes.
+
 What it cannot tally it refuses (``None``), and the caller decodes the whole capture instead:
 records without a time (captures without ``sample_id_all``), which are placed by the samples
 around them; ``--time`` in percent (of the whole capture's span) or without the capture's start.
@@ -38,7 +42,7 @@ import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from types import ModuleType
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -81,6 +85,18 @@ U64 = npt.NDArray[np.uint64]
 
 TALLY_CHUNK_BYTES = 2 << 20  # record bytes decoded at once by one process: their pages and columns
 T = TypeVar("T")
+
+
+class Unwinding(Protocol):
+    """What a tally that unwinds user stacks (``--call-graph dwarf``) is given: made ready in
+    the parent once the records are replayed, then asked for each chunk's result (in the worker
+    that tallies it). ``report/tally_unwound.py`` has the one there is."""
+
+    chunk_bytes: int
+
+    def ready(self, reader: CaptureReader, state: ReplayState) -> None: ...
+
+    def tally_chunk(self, plan: Plan, index: int) -> ChunkResult: ...
 
 
 @dataclass
@@ -181,6 +197,7 @@ class Tally:
     warnings: list[str] = field(default_factory=list)
     damaged_samples: int = 0
     first_time: int = -1  # the earliest sample time of the capture (-1: no samples)
+    unwind_warnings: list[str] = field(default_factory=list)  # its chunks' unwinding's, each once
 
     def samples(self, idx: I64) -> SampleColumns:
         """Rows ``idx`` as sample columns (``period`` is the row's sum; ``time`` and ``seq`` its
@@ -194,7 +211,7 @@ class Tally:
 
 
 @dataclass
-class _Plan:
+class Plan:
     """What every chunk's tally needs (inherited by the worker processes)."""
 
     decoder: ChunkDecoder
@@ -211,10 +228,11 @@ class _Plan:
     stream_chunks: list[StreamChunk] = field(default_factory=list)
     # the second pass's, for skimmed chunks, by chunk (chunks may be tallied two at a time)
     late_warnings: dict[int, list[str]] = field(default_factory=dict)
+    unwinding: Unwinding | None = None  # it unwinds user stacks: it tallies every chunk
 
 
 @dataclass
-class _ChunkResult:
+class ChunkResult:
     """One chunk tallied: its rows, their chains and the chunk's facts."""
 
     rows: Rows
@@ -224,6 +242,7 @@ class _ChunkResult:
     has: frozenset[str]
     first_time: int
     period_total: float  # of the chunk's samples, summed without wrapping (decoder.check_period_total)
+    warnings: list[str] = field(default_factory=list)  # its unwinding's (a tally that unwinds)
 
 
 def tally_supported(header: CaptureHeader, filters: Filters) -> bool:
@@ -237,7 +256,7 @@ def tally_supported(header: CaptureHeader, filters: Filters) -> bool:
 class Prepared:
     """The first pass over a capture: the plan of the second, and what it found."""
 
-    plan: _Plan
+    plan: Plan
     jobs: int
     counts: Counter[str]
     warnings: list[str]
@@ -246,15 +265,19 @@ class Prepared:
 
 
 def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
-            jobs: int | None = None, chunk_bytes: int | None = None, skim: bool = False) -> Prepared | None:
+            jobs: int | None = None, chunk_bytes: int | None = None, skim: bool = False,
+            unwinding: Unwinding | None = None) -> Prepared | None:
     """Pass 1 (see the module docstring); None when the capture cannot be read chunk by chunk.
     With ``skim``, compressed frames the capture's index counts are not inflated by it
-    (their chunks' times are then unknown: ``chunk_times`` (-1, -1))."""
+    (their chunks' times are then unknown: ``chunk_times`` (-1, -1)). With ``unwinding``, every
+    chunk's samples are decoded whole and their user stacks unwound (not the compiled tally)."""
     if not tally_supported(reader.info, filters):
         return None
-    decoder = ChunkDecoder(reader, TALLY_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
+    if chunk_bytes is None:
+        chunk_bytes = TALLY_CHUNK_BYTES if unwinding is None else unwinding.chunk_bytes
+    decoder = ChunkDecoder(reader, chunk_bytes)
     check_cpu_filter(reader, decoder.events, filters)
-    module = NativeTally.usable(decoder)
+    module = NativeTally.usable(decoder) if unwinding is None else None
     stream = FrameStream.of(reader, decoder.chunk_bytes, decoder.events.bo) if module is not None else None
     time_word = sample_time_word(decoder)
     stream_chunks: list[StreamChunk] = []
@@ -292,12 +315,15 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     others.sort(key=lambda o: (o.time, o.seq))
     state = replay_in_order(others, reader.build_ids())
     start = reader.info.start_perf_clock_ns or 0
-    plan = _Plan(decoder, chunks, state,
+    plan = Plan(decoder, chunks, state,
                  np.asarray([o.time for o in others], dtype=np.uint64),
                  np.asarray([o.seq for o in others], dtype=np.int64),
                  tuple(filters.cpus or ()),
                  tuple(time_bounds(r, np.zeros(0, np.uint64), start) for r in filters.time or ()),
                  callchains, keep_cpu)
+    if unwinding is not None:
+        unwinding.ready(reader, state)
+        plan.unwinding = unwinding
     if module is not None:
         plan.native = NativeTally(module, decoder, plan.other_time, plan.other_seq, state.gen_log, state.comm_log,
                                   plan.cpus, plan.time_ranges, callchains, keep_cpu)
@@ -306,17 +332,19 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
 
 
 def tally_capture(reader: CaptureReader, filters: Filters, callchains: bool = True, keep_cpu: bool = True,
-                 jobs: int | None = None, chunk_bytes: int | None = None, skim: bool = True) -> Tally | None:
+                 jobs: int | None = None, chunk_bytes: int | None = None, skim: bool = True,
+                 unwinding: Unwinding | None = None) -> Tally | None:
     """The capture tallied into distinct rows after ``--cpu``/``--time`` (the entry filters are
     the caller's: rows keep pid, tid and comm); None when it cannot be (the caller decodes the
     whole capture). ``keep_cpu=False`` tallies the samples of every CPU together. ``skim``:
     the first pass counts the frames the capture's index counts (see :func:`prepare`; the
-    rows are the same, in another order when that changes the chunks)."""
+    rows are the same, in another order when that changes the chunks). ``unwinding``: the
+    user stacks of its events' samples are unwound into their callchains first."""
     try:
-        prepared = prepare(reader, filters, callchains, keep_cpu, jobs, chunk_bytes, skim=skim)
+        prepared = prepare(reader, filters, callchains, keep_cpu, jobs, chunk_bytes, skim=skim, unwinding=unwinding)
         tally = None if prepared is None else _run(prepared.plan, prepared.jobs)
     except IndexMismatch as exc:
-        prepared = prepare(reader, filters, callchains, keep_cpu, jobs, chunk_bytes)
+        prepared = prepare(reader, filters, callchains, keep_cpu, jobs, chunk_bytes, unwinding=unwinding)
         tally = None if prepared is None else _run(prepared.plan, prepared.jobs)
         if prepared is not None:
             prepared.warnings.insert(0, f"{exc} It was read without the index.")
@@ -393,10 +421,10 @@ def _scan_chunk(decoder: ChunkDecoder, frames: list[FileFrame], time_word: int |
     return _Scan(len(chunk.offsets), others, counts, warnings, failed, times)
 
 
-def _run(plan: _Plan, jobs: int) -> Tally:
+def _run(plan: Plan, jobs: int) -> Tally:
     merged = _Merge(plan, ChainStore())
     count = len(plan.chunks)
-    task: Callable[[int], _ChunkResult] = functools.partial(_tally_chunk, plan)
+    task: Callable[[int], ChunkResult] = functools.partial(_tally_chunk, plan)
     threaded = plan.stream is not None and count > 1 and idle_cpus() > 1
     for result in (two_at_a_time(task, count) if threaded else in_order(task, count, jobs)):
         merged.add(result)
@@ -407,7 +435,7 @@ class _Merge:
     """Chunk results merged in chunk order: chains renumbered into one table, rows tallied
     whenever they have doubled since the last tally."""
 
-    def __init__(self, plan: _Plan, store: ChainStore) -> None:
+    def __init__(self, plan: Plan, store: ChainStore) -> None:
         self.plan = plan
         self.store = store
         self.parts: list[Rows] = []
@@ -418,8 +446,9 @@ class _Merge:
         self.has: set[str] = set()
         self.first_time = -1
         self.period_total = 0.0
+        self.warnings: dict[str, None] = {}  # the chunks' unwinding warnings, each once, in order
 
-    def add(self, result: _ChunkResult) -> None:
+    def add(self, result: ChunkResult) -> None:
         rows = result.rows
         table = result.chains
         if len(table) > 0:
@@ -432,6 +461,7 @@ class _Merge:
         self.damaged += result.damaged
         self.has |= result.has
         self.period_total += result.period_total
+        self.warnings.update(dict.fromkeys(result.warnings))
         check_period_total(self.period_total)
         if result.first_time >= 0:
             self.first_time = result.first_time if self.first_time < 0 else min(self.first_time, result.first_time)
@@ -446,7 +476,7 @@ class _Merge:
     def result(self) -> Tally:
         self._combine()
         return Tally(self.parts[0], self.store.table(), frozenset(self.has), self.plan.state, self.recorded,
-                      damaged_samples=self.damaged, first_time=self.first_time)
+                     damaged_samples=self.damaged, first_time=self.first_time, unwind_warnings=list(self.warnings))
 
 
 def _empty_rows() -> Rows:
@@ -454,9 +484,12 @@ def _empty_rows() -> Rows:
     return Rows(i, i, i, i, i, i, i, i, u, i, u, u, i)
 
 
-def _tally_chunk(plan: _Plan, index: int) -> _ChunkResult:
+def _tally_chunk(plan: Plan, index: int) -> ChunkResult:
     """Decode, filter, place and tally the samples of chunk ``index``: with the compiled
-    kernel when there is one (``tally_native.py``), else with numpy."""
+    kernel when there is one (``tally_native.py``), else with numpy (unwinding user stacks
+    first when the plan has an :class:`Unwinding`)."""
+    if plan.unwinding is not None:
+        return plan.unwinding.tally_chunk(plan, index)
     if plan.native is not None and plan.stream is not None:
         chunk, seq0 = plan.stream_chunks[index], plan.chunks[index][1]
         views, start, length = plan.stream.view_of(chunk)
@@ -478,22 +511,42 @@ def _tally_chunk(plan: _Plan, index: int) -> _ChunkResult:
     return tally_chunk_numpy(plan, index)
 
 
-def _native_result(c: NativeChunk) -> _ChunkResult:
+def _native_result(c: NativeChunk) -> ChunkResult:
     cols = c.columns
     rows = Rows(event=cols[0], pid=cols[1], tid=cols[2], cpu=cols[3], comm=cols[4], gen=cols[5], misc=cols[6],
                 chain_id=cols[7], ip=cols[8].view(np.uint64), count=cols[9], period=cols[10].view(np.uint64),
                 last_time=cols[11].view(np.uint64), last_seq=cols[12])
-    return _ChunkResult(rows, ChainTable(c.chain_start, c.chain_words), c.recorded, c.damaged, c.has,
+    return ChunkResult(rows, ChainTable(c.chain_start, c.chain_words), c.recorded, c.damaged, c.has,
                         c.first_time, c.period_total)
 
 
-def tally_chunk_numpy(plan: _Plan, index: int) -> _ChunkResult:
+def tally_chunk_numpy(plan: Plan, index: int) -> ChunkResult:
     """Decode, filter, place and tally the samples of chunk ``index`` with numpy: the reference
     the compiled kernel is tested against, and its fallback."""
+    return tallied(plan, placed_samples(plan, index))
+
+
+@dataclass
+class Placed:
+    """A chunk's samples decoded, those outside ``--cpu``/``--time`` dropped, each placed among
+    the replayed records (its map generation and comm); and the chunk's facts."""
+
+    s: SampleColumns
+    gen: I64
+    comm: I64
+    damaged: int
+    recorded: I64  # samples per event, before the filters
+    first_time: int
+    period_total: float
+
+
+def placed_samples(plan: Plan, index: int, lean: bool = True) -> Placed:
+    """Chunk ``index``'s samples (``lean``: without their registers, stack copies and the
+    other wide fields, which a tally counts no row by)."""
     decoder = plan.decoder
     frames, seq0 = plan.chunks[index]
     chunk = decoder.records(frames, seq0, [])  # its warnings were given by the first pass
-    s, damaged = decoder.samples(chunk, plan.callchains, lean=True)
+    s, damaged = decoder.samples(chunk, plan.callchains, lean=lean)
     decoder.release(frames)
     del chunk
     recorded = np.bincount(s.event, minlength=len(decoder.events.events)).astype(np.int64)
@@ -504,12 +557,21 @@ def tally_chunk_numpy(plan: _Plan, index: int) -> _ChunkResult:
         s = s.take(keep)
     positions = sample_positions(plan.other_time, plan.other_seq, s.time, s.seq)
     gen, comm = place_samples(plan.state, s.pid, s.tid, positions)
+    return Placed(s, gen, comm, damaged, recorded, first_time, total)
+
+
+def tallied(plan: Plan, p: Placed, misc: I64 | None = None, warnings: list[str] | None = None) -> ChunkResult:
+    """Placed samples summed into distinct rows, with the chains the rows use. ``misc``: the
+    rows' ``misc`` key (by default the samples' cpumode bits; a tally that unwinds adds each
+    sample's unwind stop reason above them: see ``tally_unwound``)."""
+    s, gen, comm = p.s, p.gen, p.comm
     n = len(s)
     chainless = s.chain_id == 0
     rows = Rows(
         event=s.event.astype(np.int64), pid=s.pid.astype(np.int64), tid=s.tid.astype(np.int64),
         cpu=s.cpu.astype(np.int64) if plan.keep_cpu else np.zeros(n, dtype=np.int64),
-        comm=comm, gen=gen, misc=s.misc.astype(np.int64), chain_id=s.chain_id.astype(np.int64),
+        comm=comm, gen=gen, misc=s.misc.astype(np.int64) if misc is None else misc,
+        chain_id=s.chain_id.astype(np.int64),
         ip=np.where(chainless, s.ip, np.uint64(0)).astype(np.uint64),
         count=np.ones(n, dtype=np.int64), period=s.period.astype(np.uint64),
         last_time=s.time.astype(np.uint64), last_seq=s.seq.astype(np.int64),
@@ -524,7 +586,8 @@ def tally_chunk_numpy(plan: _Plan, index: int) -> _ChunkResult:
     if not len(used) or used[0] != 0:  # keep id 0 the empty chain
         table = ChainTable(np.concatenate([[0], start]).astype(np.int64), table.words)
         rows.chain_id = rows.chain_id + 1
-    return _ChunkResult(rows, table, recorded, damaged, s.has, first_time, total)
+    return ChunkResult(rows, table, p.recorded, p.damaged, s.has, p.first_time, p.period_total,
+                        warnings or [])
 
 
 def check_cpu_filter(reader: CaptureReader, events: EventTable, filters: Filters) -> None:
@@ -535,7 +598,7 @@ def check_cpu_filter(reader: CaptureReader, events: EventTable, filters: Filters
                           f"--sample-cpu), so --cpu cannot select them.")
 
 
-def kept_samples(plan: _Plan, s: SampleColumns) -> npt.NDArray[np.bool_]:
+def kept_samples(plan: Plan, s: SampleColumns) -> npt.NDArray[np.bool_]:
     """The samples ``--cpu`` and ``--time`` keep (they drop samples; the other filters select
     rows, see ``pipeline.load_profile``)."""
     keep = np.ones(len(s), dtype=bool)

@@ -78,6 +78,7 @@ class UnwindStats:
     tables: dict[str, str] = field(default_factory=dict)  # DSO path -> origin
     warnings: list[str] = field(default_factory=list)
     reason: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    weight: I64 | None = None  # per entry of ``reason``, the samples it stands for (a tally's rows); None: 1
 
     @property
     def root_share(self) -> float:
@@ -103,10 +104,12 @@ class UnwindStats:
         """Per sample (the ones unwound): whether its outermost frame is a root function. A
         sample reaches a root when that is so, or when the CFI itself ended the stack."""
         reached = outer_is_root | (self.reason == END_OF_STACK)
-        self.reached_root = int(np.count_nonzero(reached))
+        weight = np.ones(len(reached), dtype=np.int64) if self.weight is None else self.weight
+        self.reached_root = int(weight[reached].sum())
         self.reasons = Counter()
         stopped = self.reason[~reached]
-        for r, c in enumerate(np.bincount(stopped, minlength=len(REASONS)).tolist()[: len(REASONS)]):
+        counts = np.bincount(stopped, weights=weight[~reached], minlength=len(REASONS)).astype(np.int64)
+        for r, c in enumerate(counts.tolist()[: len(REASONS)]):
             if c:
                 self.reasons[REASONS[r] if r != END_OF_STACK else "end of stack before a root"] += c
 
@@ -289,7 +292,7 @@ def dso_tables(dsos: DsoTable, sources: TableSources, used: set[int],
     return slot, kind, tables
 
 
-def _used_dsos(gen: I64, snapshots: list[MapSnapshot]) -> set[int]:
+def used_dsos(gen: I64, snapshots: list[MapSnapshot]) -> set[int]:
     used: set[int] = set()
     for g in distinct(gen).tolist():
         used.update(m.dso for m in snapshots[g].maps)
@@ -317,8 +320,10 @@ def initial_columns(cols: ArchColumns, regs: U64, mask: int) -> tuple[U64, npt.N
 def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: SampleColumns, gen: I64,
                          snapshots: list[MapSnapshot], dsos: DsoTable, sources: TableSources,
                          cols: ArchColumns, max_depth: int = MAX_DEPTH_DEFAULT,
-                         jit: JitCodeFor | None = None) -> tuple[UnwindResult, UnwindStats]:
-    """Unwind the samples ``s`` (one event, its layout): frames per sample and statistics."""
+                         jit: JitCodeFor | None = None,
+                         source_warnings: bool = True) -> tuple[UnwindResult, UnwindStats]:
+    """Unwind the samples ``s`` (one event, its layout): frames per sample and statistics
+    (``source_warnings``: with the warnings ``sources`` gave so far)."""
     stats = UnwindStats(samples=len(s))
     view = reader.raw_view()
     size = len(view) - len(view) % 8
@@ -335,9 +340,9 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
     valid &= has[:, None]
     buf = np.frombuffer(view, dtype=np.uint8, count=size)
     stacks = StackCopies(buf, user.stack_offset, np.where(has, user.stack_size, 0), values[:, SP].copy())
-    slot_of, kind_of, tables = dso_tables(dsos, sources, _used_dsos(gen, snapshots), stats)
+    slot_of, kind_of, tables = dso_tables(dsos, sources, used_dsos(gen, snapshots), stats)
     code = SnapshotCodeMap(gen, snapshots, dsos, slot_of, kind_of, tables, s.pid.astype(np.int64), jit)
-    combined = CombinedTables(code.tables, cols)
+    combined = combined_tables(code.tables, cols)
     if len(code.jit_key) and max_depth == MAX_DEPTH_DEFAULT:
         max_depth = JIT_MAX_DEPTH  # each Python call is ~4 native frames: 127 would end at ~30 calls
     parts: list[tuple[I64, UnwindResult]] = []
@@ -353,15 +358,25 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
         parts.append((ci, res))
         lo = int(user.stack_offset[ci[0]])
         reader.release(lo, int(user.stack_offset[ci[-1]] + user.stack_size[ci[-1]]) - lo)
-    return _finish(parts, len(s), stats, sources)
-
-
-def _finish(parts: list[tuple[I64, UnwindResult]], n: int, stats: UnwindStats,
-            sources: TableSources) -> tuple[UnwindResult, UnwindStats]:
-    full = _merge(parts, n)
+    full = _merge(parts, len(s))
     stats.reason = full.reason
-    stats.warnings.extend(sources.warnings)
+    if source_warnings:
+        stats.warnings.extend(sources.warnings)
     return full, stats
+
+
+def combined_tables(tables: list[RuleTable], cols: ArchColumns) -> CombinedTables:
+    """``CombinedTables(tables, cols)``, the last one kept: a tally's chunks unwind with the same
+    tables one after another (0.008 s and 11 MB of fresh pages each, for a 302 K-sample capture's)."""
+    key = tuple(id(t) for t in tables)
+    if _COMBINED and _COMBINED[0][0] == key and _COMBINED[0][2] is cols:
+        return _COMBINED[0][3]
+    combined = CombinedTables(tables, cols)
+    _COMBINED[:] = [(key, list(tables), cols, combined)]  # the tables kept: their ids stay theirs
+    return combined
+
+
+_COMBINED: list[tuple[tuple[int, ...], list[RuleTable], ArchColumns, CombinedTables]] = []
 
 
 def frame_of(frames: list[StackFrame], offset: I64) -> I64:

@@ -183,3 +183,26 @@ def test_forks_and_exec_unwind(require_perf: None, fixtures_dir: Path, profiler_
     assert child and threads
     assert sum(s[-1] == "_start" and "main" in s for s in child) >= 0.95 * len(child)
     assert sum(s[-1] == "clone3" and "start_thread" in s for s in threads) >= 0.95 * len(threads)
+
+
+def test_two_dwarf_events_report_the_same_tallied_and_whole(require_perf: None, fixtures_dir: Path,
+                                                            profiler_cmd: list[str], tmp_path: Path,
+                                                            cache_env: dict[str, str]) -> None:
+    """Two ``--call-graph dwarf`` events in one capture: the report tallies the capture once,
+    unwinding each chunk's samples of both events in worker processes
+    (report/tally_unwound.py), and shows each event as the whole decode does."""
+    capture = tmp_path / "two.prof"
+    res = _run([*profiler_cmd, "record", "-q", "--call-graph", "dwarf", "-F", "2000", "-e", "cpu-clock",
+                "-e", "task-clock", "-o", str(capture), "--", str(fixtures_dir / "dwarf" / "dwarf_mix"), "1"],
+               cache_env)
+    assert res.returncode == 0, res.stderr
+    for event in ("cpu-clock", "task-clock"):
+        for argv in ([], ["--format", "folded"], ["--format", "json"], ["--comm", "dwarf_mix", "--no-children"]):
+            cmd = [*profiler_cmd, "report", "-i", str(capture), "--event", event, *argv]
+            tallied = _run(cmd, dict(cache_env, PROFILER_JOBS="2"))
+            whole = _run(cmd, dict(cache_env, PROFILER_TALLY="0"))
+            assert tallied.returncode == 0 and tallied.stdout.count("\n") > 5, tallied.stderr
+            assert (tallied.stdout, tallied.stderr) == (whole.stdout, whole.stderr), (event, argv)
+        unwind = json.loads(_run([*profiler_cmd, "report", "-i", str(capture), "--event", event, "--format", "json"],
+                                 cache_env).stdout)["unwind"]
+        assert unwind["samples"] > 200 and unwind["reached_root"] >= 0.97 * unwind["samples"], unwind
