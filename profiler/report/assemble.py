@@ -33,7 +33,7 @@ from profiler.names import KERNEL_DSO
 
 if TYPE_CHECKING:
     from profiler.format.tracepoint import TraceFormat
-    from profiler.report.unwind_samples import UnwindStats
+    from profiler.report.unwind_stats import UnwindStats
     from profiler.symbols.sources import SymbolSources
 
 I64 = npt.NDArray[np.int64]
@@ -155,7 +155,7 @@ def assemble(options: LoadOptions, capture: Capture, event: int, rows: Selected,
 
         table = hide_interpreter_glue(table, resolver.frames)
     if unwind is not None:
-        from profiler.report.unwind_samples import ROOTS, outer_is_root
+        from profiler.report.unwind_stats import ROOTS, outer_is_root
 
         unwind.count_roots(outer_is_root(stack, table.start, table.frames, resolver.frames, ROOTS))
     profile = Profile(

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from profiler.format.abi import SampleLayout
     from profiler.format.tracepoint import TraceFormat
     from profiler.report.tally_unwound import TallyUnwind
-    from profiler.report.unwind_samples import UnwindStats
+    from profiler.report.unwind_stats import UnwindStats
     from profiler.report.windows import Totals
 
 Progress = Callable[[str], None]

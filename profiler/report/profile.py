@@ -35,7 +35,7 @@ from profiler.report.resolver import FrameInfo, FrameTable, SymbolResolver
 
 if TYPE_CHECKING:
     from profiler.format.tracepoint import TraceFormat
-    from profiler.report.unwind_samples import UnwindStats
+    from profiler.report.unwind_stats import UnwindStats
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]

@@ -243,6 +243,7 @@ class ChunkResult:
     first_time: int
     period_total: float  # of the chunk's samples, summed without wrapping (decoder.check_period_total)
     warnings: list[str] = field(default_factory=list)  # its unwinding's (a tally that unwinds)
+    late: list[str] = field(default_factory=list)  # a skimmed chunk's first-pass warnings, found by a worker
 
 
 def tally_supported(header: CaptureHeader, filters: Filters) -> bool:
@@ -277,7 +278,8 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
         chunk_bytes = TALLY_CHUNK_BYTES if unwinding is None else unwinding.chunk_bytes
     decoder = ChunkDecoder(reader, chunk_bytes)
     check_cpu_filter(reader, decoder.events, filters)
-    module = NativeTally.usable(decoder) if unwinding is None else None
+    module = NativeTally.usable(decoder)
+    asked = jobs
     stream = FrameStream.of(reader, decoder.chunk_bytes, decoder.events.bo) if module is not None else None
     time_word = sample_time_word(decoder)
     stream_chunks: list[StreamChunk] = []
@@ -324,6 +326,7 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     if unwinding is not None:
         unwinding.ready(reader, state)
         plan.unwinding = unwinding
+        jobs = worker_count(asked, len(chunks))  # pass 2 in worker processes, stream or not
     if module is not None:
         plan.native = NativeTally(module, decoder, plan.other_time, plan.other_seq, state.gen_log, state.comm_log,
                                   plan.cpus, plan.time_ranges, callchains, keep_cpu)
@@ -425,7 +428,7 @@ def _run(plan: Plan, jobs: int) -> Tally:
     merged = _Merge(plan, ChainStore())
     count = len(plan.chunks)
     task: Callable[[int], ChunkResult] = functools.partial(_tally_chunk, plan)
-    threaded = plan.stream is not None and count > 1 and idle_cpus() > 1
+    threaded = plan.stream is not None and count > 1 and idle_cpus() > 1 and plan.unwinding is None
     for result in (two_at_a_time(task, count) if threaded else in_order(task, count, jobs)):
         merged.add(result)
     return merged.result()
@@ -447,6 +450,7 @@ class _Merge:
         self.first_time = -1
         self.period_total = 0.0
         self.warnings: dict[str, None] = {}  # the chunks' unwinding warnings, each once, in order
+        self.added = 0  # chunks merged
 
     def add(self, result: ChunkResult) -> None:
         rows = result.rows
@@ -462,6 +466,9 @@ class _Merge:
         self.has |= result.has
         self.period_total += result.period_total
         self.warnings.update(dict.fromkeys(result.warnings))
+        if result.late:
+            self.plan.late_warnings[self.added] = result.late
+        self.added += 1
         check_period_total(self.period_total)
         if result.first_time >= 0:
             self.first_time = result.first_time if self.first_time < 0 else min(self.first_time, result.first_time)
@@ -540,14 +547,19 @@ class Placed:
     period_total: float
 
 
-def placed_samples(plan: Plan, index: int, lean: bool = True) -> Placed:
+def placed_samples(plan: Plan, index: int, lean: bool = True,
+                   inflated: tuple[list[FileFrame], RecordViews] | None = None) -> Placed:
     """Chunk ``index``'s samples (``lean``: without their registers, stack copies and the
-    other wide fields, which a tally counts no row by)."""
+    other wide fields, which a tally counts no row by); ``inflated``: the chunk's frames as
+    inflated into a buffer of their own (``FrameStream.view_of``), views over their payloads
+    there and over the buffer."""
     decoder = plan.decoder
-    frames, seq0 = plan.chunks[index]
-    chunk = decoder.records(frames, seq0, [])  # its warnings were given by the first pass
-    s, damaged = decoder.samples(chunk, plan.callchains, lean=lean)
-    decoder.release(frames)
+    frames, seq0 = plan.chunks[index] if inflated is None else (inflated[0], plan.chunks[index][1])
+    views = None if inflated is None else inflated[1]
+    chunk = decoder.records(frames, seq0, [], views)  # its warnings were given by the first pass
+    s, damaged = decoder.samples(chunk, plan.callchains, lean, views)
+    if inflated is None:
+        decoder.release(frames)
     del chunk
     recorded = np.bincount(s.event, minlength=len(decoder.events.events)).astype(np.int64)
     first_time = int(s.time.min()) if len(s) else -1

@@ -21,12 +21,20 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from profiler.errors import ProfilerError
+from profiler.format.container.codec import raw_zstd_parts, split_sizes
+from profiler.format.container.inflate import StackFrame
+from profiler.format.container.layout import FLAG_STACKS, FRAME_HEADER_SIZE, FRAME_RAW, FRAME_RAW_ZSTD
 from profiler.format.container.reader import CaptureReader
+from profiler.format.container.scan import FileFrame
 from profiler.format.decode.chains import ChainStore
+from profiler.format.decode.views import RecordViews
 from profiler.report.replay import ReplayState
 from profiler.report.tally import Placed, Plan, ChunkResult, placed_samples, tallied
+from profiler.report.tally_native import check_skimmed, scan_view
+from profiler.report.unwind_stats import UnwindStats
 from profiler.report.unwind_samples import (
-    UnwindStats,
+    Image,
     dso_tables,
     table_sources,
     unwind_event_samples,
@@ -71,14 +79,47 @@ class TallyUnwind:
             self.jit = JitCodeOf(self.jit_symbols, self.cols, state.parent)
 
     def tally_chunk(self, plan: Plan, index: int) -> ChunkResult:
-        """Chunk ``index``'s samples unwound, then tallied; each row's misc carries its stop reason."""
-        p = placed_samples(plan, index, lean=False)
-        reason, warnings = self._unwind(plan, p)
+        """Chunk ``index``'s samples unwound, then tallied; each row's misc carries its stop reason.
+        A compressed capture's chunk (``plan.stream``) is inflated here, in the worker: its lean
+        records into the worker's buffer, its stack fields frame by frame as they are unwound."""
+        late: list[str] = []
+        image = None
+        if plan.stream is None:
+            p = placed_samples(plan, index, lean=False)
+        else:
+            frames, views, image, late = self._inflated(plan, index)
+            p = placed_samples(plan, index, False, (frames, views))
+        reason, warnings = self._unwind(plan, p, image)
         misc = p.s.misc.astype(np.int64) | (reason << REASON_SHIFT)
         p.s.regs_user = p.s.stack_user = None  # the widest columns: not needed to tally
-        return tallied(plan, p, misc, warnings)
+        result = tallied(plan, p, misc, warnings)
+        result.late = late
+        return result
 
-    def _unwind(self, plan: Plan, p: Placed) -> tuple[I64, list[str]]:
+    @staticmethod
+    def _inflated(plan: Plan, index: int) -> tuple[list[FileFrame], RecordViews, Image, list[str]]:
+        """Stream chunk ``index`` inflated into this process's buffer: its frames as views there,
+        views over the buffer, the image the unwinder reads (with each split frame's stack
+        fields, still compressed) and, for a chunk the first pass skimmed, its warnings."""
+        assert plan.stream is not None and plan.native is not None
+        chunk = plan.stream_chunks[index]
+        views, start, length = plan.stream.view_of(chunk)
+        late: list[str] = []
+        if chunk.skimmed:
+            scan = scan_view(plan.native.module, plan.decoder, views, start, length, chunk.frames, None)
+            if scan is None:
+                raise ProfilerError("the compiled kernel refused a chunk of its own buffer.")
+            late = check_skimmed(scan, chunk)
+        frames: list[FileFrame] = []
+        apart: list[StackFrame] = []
+        for frame, at, n in zip(chunk.frames, start.tolist(), length.tolist()):
+            frames.append(FileFrame(FRAME_RAW, frame.cpu, frame.seq, at - FRAME_HEADER_SIZE, views.view[at:at + n]))
+            if frame.kind == FRAME_RAW_ZSTD and frame.flags & FLAG_STACKS:
+                parts = raw_zstd_parts(frame.payload, frame.flags)  # the first pass checked them
+                apart.append(StackFrame(frame.seq, at, n, parts[1], split_sizes(parts)[1]))
+        return frames, views, Image(views.view, apart), late
+
+    def _unwind(self, plan: Plan, p: Placed, image: Image | None) -> tuple[I64, list[str]]:
         """Unwind the samples of ``p`` whose event this unwinds, in place (their callchains); per
         sample its stop reason (0 for the others), and the warnings."""
         assert self.reader is not None and self.state is not None and self.sources is not None
@@ -96,7 +137,7 @@ class TallyUnwind:
             layout = plan.decoder.events.events[ev].layout
             result, stats = unwind_event_samples(self.reader, layout, sub, p.gen if whole else p.gen[sel],
                                                  self.state.snapshots, self.state.dsos, self.sources, self.cols,
-                                                 jit=self.jit, source_warnings=False)
+                                                 jit=self.jit, source_warnings=False, image=image)
             warnings.extend(stats.warnings)
             chain_id, chains = chains_with_user_frames(sub, result)
             if whole:

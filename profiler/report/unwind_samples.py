@@ -10,17 +10,14 @@ script, flame graph and export) then works on these chains unchanged.
 
 from __future__ import annotations
 
-from collections import Counter
 import os
 from collections.abc import Callable
-from dataclasses import field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import distinct, ranges
-from profiler.dataclass import dataclass
 from profiler.format import records as R
 from profiler.format.decode.columns import SampleColumns
 from profiler.format.container.reader import CaptureReader
@@ -35,11 +32,9 @@ from profiler.unwind.unwinder import (
     LOC_FRAME_POINTER,
     LOC_NO_CFI,
     LOC_NO_MAP,
-    END_OF_STACK,
     LOC_TABLE,
     MAX_DEPTH_DEFAULT,
     NO_REGS,
-    REASONS,
     CombinedTables,
     LookupArrays,
     StackCopies,
@@ -56,6 +51,7 @@ from profiler.format.container.inflate import StackFrame
 from profiler.format.splitstacks import field_spans, sample_offsets
 from profiler.report.parallel import in_order, worker_count
 from profiler.report.userchains import chains_with_user_frames
+from profiler.report.unwind_stats import UnwindStats
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -65,53 +61,6 @@ USER_LIMIT = np.uint64(1 << 48)
 JIT_MAX_DEPTH = 1024  # frames unwound per sample of a process with JIT code that has rules (Python)
 JitCodeFor = Callable[[int], JitCode]  # a process's JIT code with unwind rules of its own
 U64_MAX = (1 << 64) - 1  # user addresses on x86_64 (47 bits) and aarch64 (48 bits)
-
-
-@dataclass
-class UnwindStats:
-    """How unwinding went: samples unwound, how many reached a root, why the others stopped,
-    where the tables came from."""
-
-    samples: int = 0
-    reached_root: int = 0
-    reasons: Counter[str] = field(default_factory=Counter)  # of the samples short of a root
-    tables: dict[str, str] = field(default_factory=dict)  # DSO path -> origin
-    warnings: list[str] = field(default_factory=list)
-    reason: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
-    weight: I64 | None = None  # per entry of ``reason``, the samples it stands for (a tally's rows); None: 1
-
-    @property
-    def root_share(self) -> float:
-        return self.reached_root / self.samples if self.samples else 0.0
-
-    def header_lines(self, top: int = 3) -> list[str]:
-        """What the report header says about unwinding."""
-        if not self.samples:
-            return []
-        lines = [f"# DWARF unwinding: {100.0 * self.root_share:.1f}% of {self.samples} samples reach "
-                 "a root (_start, __libc_start_main, clone, a thread start)"]
-        if self.reasons:
-            parts = [f"{100.0 * n / self.samples:.1f}% {why}" for why, n in
-                     sorted(self.reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]
-            lines.append("# stopped early: " + ", ".join(parts))
-        return lines
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"samples": self.samples, "reached_root": self.reached_root,
-                "stopped": dict(sorted(self.reasons.items())), "tables": dict(sorted(self.tables.items()))}
-
-    def count_roots(self, outer_is_root: npt.NDArray[np.bool_]) -> None:
-        """Per sample (the ones unwound): whether its outermost frame is a root function. A
-        sample reaches a root when that is so, or when the CFI itself ended the stack."""
-        reached = outer_is_root | (self.reason == END_OF_STACK)
-        weight = np.ones(len(reached), dtype=np.int64) if self.weight is None else self.weight
-        self.reached_root = int(weight[reached].sum())
-        self.reasons = Counter()
-        stopped = self.reason[~reached]
-        counts = np.bincount(stopped, weights=weight[~reached], minlength=len(REASONS)).astype(np.int64)
-        for r, c in enumerate(counts.tolist()[: len(REASONS)]):
-            if c:
-                self.reasons[REASONS[r] if r != END_OF_STACK else "end of stack before a root"] += c
 
 
 class SnapshotCodeMap:
@@ -320,20 +269,24 @@ def initial_columns(cols: ArchColumns, regs: U64, mask: int) -> tuple[U64, npt.N
 def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: SampleColumns, gen: I64,
                          snapshots: list[MapSnapshot], dsos: DsoTable, sources: TableSources,
                          cols: ArchColumns, max_depth: int = MAX_DEPTH_DEFAULT,
-                         jit: JitCodeFor | None = None,
-                         source_warnings: bool = True) -> tuple[UnwindResult, UnwindStats]:
+                         jit: JitCodeFor | None = None, source_warnings: bool = True,
+                         image: Image | None = None) -> tuple[UnwindResult, UnwindStats]:
     """Unwind the samples ``s`` (one event, its layout): frames per sample and statistics
-    (``source_warnings``: with the warnings ``sources`` gave so far)."""
+    (``source_warnings``: with the warnings ``sources`` gave so far). The records and stack
+    copies are in ``reader.raw_view()``, or in ``image`` (a chunk of frames inflated into a
+    buffer of its own: the samples' offsets are then the buffer's)."""
     stats = UnwindStats(samples=len(s))
-    view = reader.raw_view()
+    if image is None:
+        image = Image(reader.raw_view(), getattr(reader, "stack_frames", None) or [], reader.release)
+    view = image.view
     size = len(view) - len(view) % 8
     w64 = np.frombuffer(view, dtype=np.uint64, count=size // 8)
-    user = _from_columns(s, layout) or _read_user_data_by_span(reader, w64, s, layout)
+    user = _from_columns(s, layout) or _read_user_data_by_span(image.release, w64, s, layout)
     values, valid, pc = initial_columns(cols, user.regs, layout.sample_regs_user)
     # format 4.0 read lean: the samples of its split frames hold no stack copy (each frame's
     # are inflated as its samples are unwound, below), so one with registers is one to unwind;
     # the samples of a frame written whole (the recorder could not split it) have theirs
-    apart = getattr(reader, "stack_frames", None) or []
+    apart = image.frames
     fid = frame_of(apart, s.offset.astype(np.int64))
     lean = fid >= 0
     has = (user.abi != 0) & (user.ok | lean)
@@ -347,7 +300,7 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
         max_depth = JIT_MAX_DEPTH  # each Python call is ~4 native frames: 127 would end at ~30 calls
     parts: list[tuple[I64, UnwindResult]] = []
     if apart:
-        parts = _unwind_apart(reader, apart, s, np.where(has, fid, -1), values, valid, pc, cols, code, combined,
+        parts = _unwind_apart(view, apart, s, np.where(has, fid, -1), values, valid, pc, cols, code, combined,
                               max_depth, stats)
     idx = np.flatnonzero(has & ~lean)
     idx = idx[np.argsort(user.stack_offset[idx], kind="stable")]  # file order: each page once
@@ -357,7 +310,7 @@ def unwind_event_samples(reader: CaptureReader, layout: R.SampleLayout, s: Sampl
                      combined, max_depth)
         parts.append((ci, res))
         lo = int(user.stack_offset[ci[0]])
-        reader.release(lo, int(user.stack_offset[ci[-1]] + user.stack_size[ci[-1]]) - lo)
+        image.release(lo, int(user.stack_offset[ci[-1]] + user.stack_size[ci[-1]]) - lo)
     full = _merge(parts, len(s))
     stats.reason = full.reason
     if source_warnings:
@@ -379,6 +332,24 @@ def combined_tables(tables: list[RuleTable], cols: ArchColumns) -> CombinedTable
 _COMBINED: list[tuple[tuple[int, ...], list[RuleTable], ArchColumns, CombinedTables]] = []
 
 
+class Image:
+    """Where a set of samples' records and stack copies are: ``view`` (the capture's raw view,
+    or a buffer a chunk of frames was inflated into), its split frames' stack fields
+    (``frames``, in the order of their records in ``view``) and how to give back the pages of
+    a span of it that was read (``release(offset, length)``)."""
+
+    __slots__ = ("view", "frames", "release")
+
+    def __init__(self, view: memoryview, frames: list[StackFrame],
+                 release: Callable[[int, int], None] | None = None) -> None:
+        self.view, self.frames = view, frames
+        self.release = release or _keep
+
+
+def _keep(offset: int, length: int) -> None:
+    """A buffer's pages are kept (the next chunk reuses them)."""
+
+
 def frame_of(frames: list[StackFrame], offset: I64) -> I64:
     """For each record offset (in a capture read lean), the split frame (an index into
     ``frames``, which are in file order) whose lean records hold it, or -1."""
@@ -390,7 +361,7 @@ def frame_of(frames: list[StackFrame], offset: I64) -> I64:
     return out
 
 
-def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColumns, fid: I64, values: U64,
+def _unwind_apart(view: memoryview, frames: list[StackFrame], s: SampleColumns, fid: I64, values: U64,
                   valid: Any, pc: U64, cols: ArchColumns, code: SnapshotCodeMap, combined: CombinedTables,
                   max_depth: int, stats: UnwindStats) -> list[tuple[I64, UnwindResult]]:
     """The samples of a capture read lean (format 4.0: ``CaptureReader.keep_stacks_apart``)
@@ -405,7 +376,6 @@ def _unwind_apart(reader: CaptureReader, frames: list[StackFrame], s: SampleColu
     when a second CPU is idle (:func:`_unwind_jobs`); threads gained nothing here (0.084-0.089 s
     against 0.078-0.084 s for a 76 K-sample capture's batches)."""
     offset = s.offset.astype(np.int64)
-    view = reader.raw_view()
     chosen = np.flatnonzero(fid >= 0)
     chosen = chosen[np.lexsort((offset[chosen], fid[chosen]))]  # by frame, each frame's in file order
     cuts = np.flatnonzero(np.diff(fid[chosen])) + 1
@@ -561,7 +531,8 @@ def _from_columns(s: SampleColumns, layout: R.SampleLayout) -> UserData | None:
                     stack.offset.astype(np.int64, copy=False), dyn, size > 0)  # 1.3 M samples, 190 MB
 
 
-def _read_user_data_by_span(reader: CaptureReader, w64: U64, s: SampleColumns, layout: R.SampleLayout) -> UserData:
+def _read_user_data_by_span(release: Callable[[int, int], None], w64: U64, s: SampleColumns,
+                            layout: R.SampleLayout) -> UserData:
     """``read_user_data`` in file order, ``CHUNK_SPAN`` bytes of the capture at a time, each
     span's pages given back afterwards: resident memory stays one span, not the capture."""
     n = len(s)
@@ -575,7 +546,7 @@ def _read_user_data_by_span(reader: CaptureReader, w64: U64, s: SampleColumns, l
         out.abi[idx], out.regs[idx], out.ok[idx] = part.abi, part.regs, part.ok
         out.stack_offset[idx], out.stack_size[idx] = part.stack_offset, part.stack_size
         lo = int(s.offset[idx[0]])
-        reader.release(lo, int(part.stack_offset[-1] + part.stack_size[-1] + 16) - lo)
+        release(lo, int(part.stack_offset[-1] + part.stack_size[-1] + 16) - lo)
     return out
 
 
@@ -627,28 +598,7 @@ def _merge(parts: list[tuple[I64, UnwindResult]], n: int) -> UnwindResult:
     return UnwindResult(start, pcs, reason)
 
 
-def outer_is_root(stack: I64, stack_start: I64, stack_frames: I64, frames: Any,
-                  roots: frozenset[str]) -> npt.NDArray[np.bool_]:
-    """Per sample: is the outermost frame of its stack a root function (by symbol name)?"""
-    k = len(stack_start) - 1
-    if k <= 0:
-        return np.zeros(len(stack), dtype=bool)
-    nonempty = stack_start[1:] > stack_start[:-1]
-    outer = np.where(nonempty, stack_frames[np.maximum(stack_start[1:] - 1, 0)], -1)
-    is_root = np.zeros(k, dtype=bool)
-    for f in distinct(outer[outer >= 0]).tolist():
-        name = frames[f].symbol or ""
-        if name.split("@", 1)[0] in roots:
-            is_root[outer == f] = True
-    out: npt.NDArray[np.bool_] = is_root[stack]
-    return out
-
-
-ROOTS = frozenset({"_start", "__libc_start_main", "__libc_start_call_main", "clone", "clone3",
-                   "start_thread", "__clone", "__clone3", "thread_start", "__thread_start"})
-
-__all__ = ["ROOTS", "UnwindStats", "chains_with_user_frames", "columns_for", "outer_is_root",
-           "unwind_event_samples"]
+__all__ = ["Image", "UnwindStats", "chains_with_user_frames", "columns_for", "unwind_event_samples"]
 
 
 def unwind_rows(reader: CaptureReader, layout: R.SampleLayout, s: SampleColumns, gen: I64, rep: Any,

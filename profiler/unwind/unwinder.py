@@ -277,9 +277,9 @@ def _unwind_compiled(module: ModuleType, cols: ArchColumns, regs: U64, valid: Bo
     return _result(start, pcs, reason)
 
 
-def unwind_frames(module: ModuleType, image: Any, rec: I64, frames: I64, fields: tuple[bytes, ...], cols: ArchColumns,
-                  regs: U64, valid: Bools, pc: U64, sp0: U64, maps: LookupArrays, tables: CombinedTables,
-                  max_depth: int) -> tuple[UnwindResult, npt.NDArray[np.uint8]] | None:
+def unwind_frames(module: ModuleType, image: Any, rec: I64, frames: I64, fields: tuple[bytes | memoryview, ...],
+                  cols: ArchColumns, regs: U64, valid: Bools, pc: U64, sp0: U64, maps: LookupArrays,
+                  tables: CombinedTables, max_depth: int) -> tuple[UnwindResult, npt.NDArray[np.uint8]] | None:
     """The samples of some FLAG_STACKS frames read lean unwound by the compiled kernel
     (``unwind_frames``), which inflates each frame's stack fields (``fields``, compressed) into
     one buffer and unwinds its samples from it while it is in the CPU's cache: the result, and

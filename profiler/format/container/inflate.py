@@ -59,7 +59,7 @@ class StackFrame:
 
     __slots__ = ("seq", "start", "length", "fields", "size")
 
-    def __init__(self, seq: int, start: int, length: int, fields: bytes, size: int) -> None:
+    def __init__(self, seq: int, start: int, length: int, fields: bytes | memoryview, size: int) -> None:
         self.seq, self.start, self.length, self.fields, self.size = seq, start, length, fields, size
 
 

@@ -180,22 +180,27 @@ class ChunkDecoder:
         """The frames, grouped into chunks of about ``chunk_bytes``."""
         return list(_chunks(self.frames, self.chunk_bytes))
 
-    def records(self, frames: list[FileFrame], seq0: int, warnings: list[str]) -> RecordChunk:
-        parts = [self.views.record_offsets(frame, warnings) for frame in frames]
+    def records(self, frames: list[FileFrame], seq0: int, warnings: list[str],
+                views: RecordViews | None = None) -> RecordChunk:
+        """The records of ``frames`` (their offsets in ``views``, by default the whole capture's:
+        frames inflated into a buffer of their own are given with views over it)."""
+        views = views or self.views
+        parts = [views.record_offsets(frame, warnings) for frame in frames]
         offsets = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         cpus = np.repeat(np.asarray([f.cpu for f in frames], dtype=np.int64), [len(p) for p in parts])
-        types = self.views.w32[offsets >> 2].astype(np.int64)
-        sizes = self.views.w16[(offsets >> 1) + 3].astype(np.int64)
+        types = views.w32[offsets >> 2].astype(np.int64)
+        sizes = views.w16[(offsets >> 1) + 3].astype(np.int64)
         check_frame_cpus(self.reader, self.events, cpus[types == R.PERF_RECORD_SAMPLE], warnings)
         return RecordChunk(frames, offsets, cpus, types, sizes, seq0)
 
-    def samples(self, chunk: RecordChunk, callchains: bool = True, lean: bool = False) -> tuple[SampleColumns, int]:
+    def samples(self, chunk: RecordChunk, callchains: bool = True, lean: bool = False,
+                views: RecordViews | None = None) -> tuple[SampleColumns, int]:
         """The chunk's samples (file order) and how many were damaged (skipped); ``lean``: the
-        core columns and callchains only (see ``SampleBuilder``)."""
+        core columns and callchains only (see ``SampleBuilder``); ``views``: as for :meth:`records`."""
         is_sample = chunk.types == R.PERF_RECORD_SAMPLE
         builder = SampleBuilder(self.events, int(np.count_nonzero(is_sample)), callchains, lean,
                                  cpu_limit(self.reader))
-        builder.add(self.views, chunk.offsets[is_sample], chunk.sizes[is_sample], chunk.seq[is_sample],
+        builder.add(views or self.views, chunk.offsets[is_sample], chunk.sizes[is_sample], chunk.seq[is_sample],
                     chunk.cpus[is_sample])
         return builder.finish(), builder.damaged
 

@@ -30,10 +30,10 @@ needs_kernels = pytest.mark.skipif(kernels() is None, reason="the compiled kerne
 Edit = Callable[[FileFrame, dict[int, FileFrame]], bytes | None]  # an INDEX frame's new payload, None: drop it
 
 
-def copy_capture(out: Path, edit: Edit) -> Path:
-    """FIXTURE copied frame by frame (compressed payloads as stored, the same sequence
+def copy_capture(out: Path, edit: Edit, fixture: Path = FIXTURE) -> Path:
+    """``fixture`` copied frame by frame (compressed payloads as stored, the same sequence
     numbers), with each INDEX frame's payload given by ``edit``."""
-    with CaptureReader.open(FIXTURE) as reader:
+    with CaptureReader.open(fixture) as reader:
         stored = reader.stored_frames()
         assert stored is not None
         by_seq = {f.seq: f for f in stored}
@@ -116,7 +116,7 @@ def test_reports_are_the_same_with_and_without_the_index(native: bool, without_i
     assert all(code == 0 and not err for code, _, err in got)
 
 
-def _count_off_by_one(frame: FileFrame, _: dict[int, FileFrame]) -> bytes:
+def count_off_by_one(frame: FileFrame, _: dict[int, FileFrame]) -> bytes:
     pairs = entries(frame)
     return pack([(seq, n + 1) for seq, n in pairs[:1]] + pairs[1:])
 
@@ -136,7 +136,7 @@ def _names_a_frame_with_maps(frame: FileFrame, by_seq: dict[int, FileFrame]) -> 
 
 
 @needs_kernels
-@pytest.mark.parametrize("edit", [_count_off_by_one, _names_a_frame_with_maps])
+@pytest.mark.parametrize("edit", [count_off_by_one, _names_a_frame_with_maps])
 def test_an_index_the_records_belie_is_dropped_with_one_warning(
         edit: Edit, without_index: list[tuple[int, str, str]], tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,9 @@ in the tally (profiler/report/tally_unwound.py) is the report of the whole decod
 figures (the header's and the JSON's rule-table origins) and warnings, in one process and in
 worker processes, with chunks of a few frames, under the entry filters (which apply to the
 tally's rows after the unwinding), on captures written whole, split (format 4.0), and split
-with damaged stack fields."""
+with damaged stack fields; and a compressed capture's chunks inflated in the workers that
+unwind them, the frames its index counts checked there (an index that lies is dropped, as in
+the tally that does not unwind)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pytest
 from tests.support.cli import run_main
 from tests.support.paths import CAPTURES
 from tests.unit.format.test_splitstacks import split_copy
+from tests.unit.report.test_tally_index import copy_capture, count_off_by_one
 
 from profiler.report.tally_unwound import REASON_SHIFT, TallyUnwind
 
@@ -113,3 +116,18 @@ def test_damaged_stack_fields_warn_the_same_in_the_tally(
     spoiled = split_copy(tmp_path / "spoiled.prof", spoil)
     assert_same_reports(capsys, monkeypatch, spoiled, modes=("jobs2",))
     assert "are damaged" in report(capsys, monkeypatch, "jobs1", spoiled)[2]
+
+
+def test_a_dwarf_capture_whose_index_lies_reads_as_without_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first pass counts the split frames the index names without inflating them; the worker
+    that unwinds such a chunk finds the lie, and the report is made again without the index."""
+    plain = copy_capture(tmp_path / "plain.prof", lambda f, _: None, SPLIT)
+    forged = copy_capture(tmp_path / "forged.prof", count_off_by_one, SPLIT)
+    for argv in [(), ("--format", "folded")]:
+        want = report(capsys, monkeypatch, "whole", plain, *argv)
+        assert report(capsys, monkeypatch, "jobs2", plain, *argv) == want
+        code, out, err = report(capsys, monkeypatch, "jobs2", forged, *argv)
+        assert (code, out) == want[:2]
+        assert err.count("the capture's index does not match the records of frame") == 1, err
+        assert "It was read without the index." in err and "Traceback" not in err
