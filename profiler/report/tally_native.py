@@ -299,6 +299,8 @@ class FrameStream:
         self.skipped: list[int] = []  # the first pass's: frames past the budget
         self.damaged: list[str] = []  # and the warnings of frames whose two parts do not fit
         self.inflated: list[tuple[int, int, int]] = []  # (seq, stored, inflated bytes) of the others
+        # each RAW_ZSTD frame's parts: (inflated part, its size, the frame's, stack fields, their size)
+        self._parts: dict[int, tuple[memoryview, int | None, int | None, memoryview | None, int]] = {}
 
     @classmethod
     def of(cls, reader: CaptureReader, chunk_bytes: int, bo: str) -> FrameStream | None:
@@ -364,19 +366,33 @@ class FrameStream:
         if chunk.frames:
             yield self._chunk(chunk)
 
-    @staticmethod
-    def _part(frame: FileFrame) -> tuple[memoryview, int | None, int | None]:
+    def _part(self, frame: FileFrame) -> tuple[memoryview, int | None, int | None]:
         """What the stream inflates of a stored RAW_ZSTD frame — the whole, or with its samples'
-        stack copies apart (FLAG_STACKS) its lean records only: a report that reads the stream
-        never unwinds — that part's declared size, and what the frame inflates to in all (what
-        counts against the budget, as the reader's own inflation counts it); sizes None when
-        not declared."""
-        parts = raw_zstd_parts(frame.payload, frame.flags)
-        if len(parts) == 2:
-            lean, fields = split_sizes(parts)  # as the reader's own inflation checks them
-            return parts[0], lean, lean + fields
-        declared = zstd_declared_size(parts[0])
-        return parts[0], declared, declared
+        stack copies apart (FLAG_STACKS) its lean records only: the tally that unwinds them
+        takes the stack fields apart, :meth:`fields_of` — that part's declared size, and what
+        the frame inflates to in all (what counts against the budget, as the reader's own
+        inflation counts it); sizes None when not declared. Read once per frame (both passes
+        ask, and the workers of the second inherit what the first read)."""
+        got = self._parts.get(frame.seq)
+        if got is None:
+            parts = raw_zstd_parts(frame.payload, frame.flags)
+            if len(parts) == 2:
+                lean, fields = split_sizes(parts)  # as the reader's own inflation checks them
+                got = (parts[0], lean, lean + fields, parts[1], fields)
+            else:
+                declared = zstd_declared_size(parts[0])
+                got = (parts[0], declared, declared, None, 0)
+            self._parts[frame.seq] = got
+        return got[:3]
+
+    def fields_of(self, frame: FileFrame) -> tuple[memoryview, int] | None:
+        """A stored FLAG_STACKS frame's stack fields (still compressed) and the size they
+        declare; None for another frame."""
+        if frame.kind != FRAME_RAW_ZSTD:
+            return None
+        self._part(frame)
+        _, _, _, fields, size = self._parts[frame.seq]
+        return None if fields is None else (fields, size)
 
     def _chunk(self, chunk: StreamChunk) -> tuple[StreamChunk, RecordViews | None, I64, I64]:
         if chunk.skimmed:

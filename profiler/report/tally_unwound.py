@@ -22,9 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.errors import ProfilerError
-from profiler.format.container.codec import raw_zstd_parts, split_sizes
 from profiler.format.container.inflate import StackFrame
-from profiler.format.container.layout import FLAG_STACKS, FRAME_HEADER_SIZE, FRAME_RAW, FRAME_RAW_ZSTD
+from profiler.format.container.layout import FRAME_HEADER_SIZE, FRAME_RAW
 from profiler.format.container.reader import CaptureReader
 from profiler.format.container.scan import FileFrame
 from profiler.format.decode.chains import ChainStore
@@ -114,9 +113,9 @@ class TallyUnwind:
         apart: list[StackFrame] = []
         for frame, at, n in zip(chunk.frames, start.tolist(), length.tolist()):
             frames.append(FileFrame(FRAME_RAW, frame.cpu, frame.seq, at - FRAME_HEADER_SIZE, views.view[at:at + n]))
-            if frame.kind == FRAME_RAW_ZSTD and frame.flags & FLAG_STACKS:
-                parts = raw_zstd_parts(frame.payload, frame.flags)  # the first pass checked them
-                apart.append(StackFrame(frame.seq, at, n, parts[1], split_sizes(parts)[1]))
+            fields = plan.stream.fields_of(frame)
+            if fields is not None:
+                apart.append(StackFrame(frame.seq, at, n, *fields))
         return frames, views, Image(views.view, apart), late
 
     def _unwind(self, plan: Plan, p: Placed, image: Image | None) -> tuple[I64, list[str]]:
