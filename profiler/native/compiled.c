@@ -1152,12 +1152,37 @@ static int unwind_args(PyObject *args, Buf *b, Rules *tb, Maps *mp, int64_t *n_o
     return 1;
 }
 
-/* The frames found so far (pcs), grown as samples are unwound. */
+/* One remembered locate_one: a (map rank, JIT rank, pc) and what it gave. */
+typedef struct {
+    uint64_t pc, rank_bits, jit_bits;
+    int64_t row;
+    int32_t ok;
+    int8_t kind, used;
+} Located;
+
+#define MEMO_SLOTS 4096 /* a power of two: samples of one call repeat a few hundred return addresses */
+
+/* The frames found so far (pcs), grown as samples are unwound; and the call's memo of
+ * locate_one (NULL: none), direct-mapped by a hash of its key. The maps and rules are the
+ * call's, so a memo lives for one call. */
 typedef struct {
     uint64_t *pcs;
     size_t cap, used;
     int nomem;
+    Located *memo;
 } Found;
+
+static void locate_memo(Located *memo, const Maps *mp, uint64_t rank_bits, uint64_t jit_bits, uint64_t pc,
+                        int64_t *row, int *ok, int8_t *kind) {
+    Located *e = &memo[mix64(pc ^ mix64(rank_bits ^ (jit_bits >> 1))) & (MEMO_SLOTS - 1)];
+    if (!e->used || e->pc != pc || e->rank_bits != rank_bits || e->jit_bits != jit_bits) {
+        locate_one(mp, rank_bits, jit_bits, pc, &e->row, ok, &e->kind);
+        e->pc = pc, e->rank_bits = rank_bits, e->jit_bits = jit_bits, e->ok = *ok, e->used = 1;
+    }
+    *row = e->row;
+    *ok = e->ok;
+    *kind = e->kind;
+}
 
 /* Sample ``i`` of the arguments unwound to its end from its stack copy (``size`` bytes at
  * ``offset`` in ``buf``), its frames appended to ``out``: the reason it stopped. */
@@ -1191,7 +1216,10 @@ static uint8_t unwind_one(const Rules *tb, const Maps *mp, const Buf *b, int64_t
         int64_t row;
         int ok;
         int8_t kind;
-        locate_one(mp, rank_bits, jit_bits, lookup, &row, &ok, &kind);
+        if (out->memo)
+            locate_memo(out->memo, mp, rank_bits, jit_bits, lookup, &row, &ok, &kind);
+        else
+            locate_one(mp, rank_bits, jit_bits, lookup, &row, &ok, &kind);
         ok = ok && tb->cfa_kind[row] != 0; /* CFA_NONE: a gap no FDE covers */
         why = step_one(tb, buf, buflen, offset, size, sp0, &pc, reg, val, &after_signal, row, kind, ok);
         if (why != W_ACTIVE)
@@ -1205,6 +1233,7 @@ static PyObject *unwound(Found *found, PyObject *start_obj, PyObject *reason_obj
     PyObject *out = found->nomem ? NULL : PyBytes_FromStringAndSize((const char *)found->pcs,
                                                                      (Py_ssize_t)(found->used * 8));
     free(found->pcs);
+    free(found->memo);
     if (!out) {
         Py_DECREF(start_obj);
         Py_DECREF(reason_obj);
@@ -1230,12 +1259,12 @@ static PyObject *unwind_all(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *start_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * 8));
     PyObject *reason_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n > 0 ? n : 1));
-    Found found = {.cap = (size_t)(n > 0 ? n : 1) * 16};
+    Found found = {.cap = (size_t)(n > 0 ? n : 1) * 16, .memo = calloc(MEMO_SLOTS, sizeof(Located))};
     found.pcs = malloc(found.cap * 8);
     if (!start_obj || !reason_obj || !found.pcs) {
         Py_XDECREF(start_obj);
         Py_XDECREF(reason_obj);
-        free(found.pcs);
+        free(found.pcs), free(found.memo);
         release(b, A_N);
         return PyErr_NoMemory();
     }
@@ -1394,7 +1423,7 @@ static PyObject *unwind_frames(PyObject *self, PyObject *args) {
     PyObject *start_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * 8));
     PyObject *reason_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n > 0 ? n : 1));
     PyObject *status_obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(nf > 0 ? nf : 1));
-    Found found = {.cap = (size_t)(n > 0 ? n : 1) * 16};
+    Found found = {.cap = (size_t)(n > 0 ? n : 1) * 16, .memo = calloc(MEMO_SLOTS, sizeof(Located))};
     found.pcs = malloc(found.cap * 8);
     uint8_t *room = malloc((size_t)biggest);
     int64_t *pos = malloc((size_t)most * 8), *data = malloc((size_t)most * 8), *size = malloc((size_t)most * 8);
@@ -1403,7 +1432,7 @@ static PyObject *unwind_frames(PyObject *self, PyObject *args) {
         Py_XDECREF(start_obj);
         Py_XDECREF(reason_obj);
         Py_XDECREF(status_obj);
-        free(found.pcs), free(room), free(pos), free(data), free(size);
+        free(found.pcs), free(found.memo), free(room), free(pos), free(data), free(size);
         if (dctx)
             zstd_lib.free_ctx(dctx);
         if (fb)
@@ -1444,6 +1473,73 @@ static PyObject *unwind_frames(PyObject *self, PyObject *args) {
     if (PyByteArray_Resize(reason_obj, (Py_ssize_t)n) < 0 || PyByteArray_Resize(status_obj, (Py_ssize_t)nf) < 0)
         found.nomem = 1;
     return unwound(&found, start_obj, reason_obj, status_obj);
+}
+
+/* inflate_parts(parts, table, dst) -> status, or None without libzstd
+ * zstd frames inflated into one buffer in one call (tally_native.FrameStream.view_of, a chunk's
+ * compressed frames; codec.zstd_decompress_into, one frame at a time, is the reference):
+ * ``parts`` a tuple of buffers, each one zstd frame; ``table`` per part (int64) where it goes in
+ * ``dst`` and the size it declares. ``status`` has a byte per part: FRAME_DAMAGED for one that
+ * is not whole, declares another size or does not inflate to it. */
+static PyObject *inflate_parts(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[2], *parts;
+    Buf b[2];
+    static const Py_ssize_t items[2] = {8, 1};
+    if (!PyArg_ParseTuple(args, "O!OO:inflate_parts", &PyTuple_Type, &parts, &objs[0], &objs[1]))
+        return NULL;
+    if (!take_buffers(objs, b, 2, items, 1u << 1, "inflate_parts"))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(parts);
+    const int64_t *t = b[0].b.buf;
+    int64_t dst_len = b[1].b.len;
+    int bad = b[0].b.len != (Py_ssize_t)(n * 16);
+    for (Py_ssize_t i = 0; !bad && i < n; i++)
+        bad |= t[2 * i] < 0 || t[2 * i + 1] < 0 || t[2 * i] > dst_len - t[2 * i + 1];
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "inflate_parts: a part outside the buffer");
+        release(b, 2);
+        return NULL;
+    }
+    if (!open_zstd()) {
+        release(b, 2);
+        Py_RETURN_NONE;
+    }
+    Buf *pb = calloc((size_t)(n > 0 ? n : 1), sizeof(Buf));
+    PyObject *status_obj = pb ? PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n > 0 ? n : 1)) : NULL;
+    void *dctx = status_obj ? zstd_lib.create() : NULL;
+    if (!dctx) {
+        Py_XDECREF(status_obj);
+        free(pb);
+        release(b, 2);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (get_buf(PyTuple_GET_ITEM(parts, i), &pb[i], 1, "parts") < 0) {
+            release(pb, (int)i + 1);
+            free(pb);
+            zstd_lib.free_ctx(dctx);
+            Py_DECREF(status_obj);
+            release(b, 2);
+            return NULL;
+        }
+    }
+    uint8_t *status = (uint8_t *)PyByteArray_AS_STRING(status_obj);
+    uint8_t *dst = b[1].b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        status[i] = inflate_exactly(dctx, dst + t[2 * i], t[2 * i + 1], pb[i].b.buf, pb[i].b.len) ? FRAME_OK
+                                                                                                : FRAME_DAMAGED;
+    zstd_lib.free_ctx(dctx);
+    Py_END_ALLOW_THREADS
+    release(pb, (int)n);
+    free(pb);
+    release(b, 2);
+    if (PyByteArray_Resize(status_obj, n) < 0) {
+        Py_DECREF(status_obj);
+        return NULL;
+    }
+    return status_obj;
 }
 
 /* ---- The recorder's drain: a walk over the record headers of a ring buffer's bytes ---- */
@@ -1923,6 +2019,8 @@ static PyMethodDef methods[] = {
      "slot_of_dso, part_key, part_end, part_slot, part_bias, jit_key, jit_end, jit_slot, table_key, cfa_kind, "
      "cfa_reg, cfa_off, plt, rule_kind, rule_arg, rule_reg, flags, fp_index, columns, ra, sp, ra_mask, "
      "ra_is_register, max_depth) -> (start, pcs, reason): see profiler/unwind/unwinder.py"},
+    {"inflate_parts", inflate_parts, METH_VARARGS,
+     "inflate_parts(parts, table, dst) -> status per part, or None without libzstd"},
     {"unwind_frames", unwind_frames, METH_VARARGS,
      "unwind_frames(image, rec, frames, sp0, pc, regs, valid, <unwind_all's maps and rules>, fields) -> "
      "(start, pcs, reason, status) or None: see profiler/report/unwind_samples.py"},

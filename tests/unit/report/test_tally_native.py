@@ -397,3 +397,73 @@ def test_the_kernel_declines_a_frame_it_cannot_place(monkeypatch: pytest.MonkeyP
         assert module.tally_chunk(view, *frames, one, empty, np.zeros(2, dtype=np.int64), empty.view(np.uint64),
                                   empty, empty, empty.view(np.uint64), empty.view(np.uint64), empty, empty, empty,
                                   0, -1, 0, 1, 0, 1) is None
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(4))
+def test_inflate_parts_inflates_what_zstd_inflates_one_frame_at_a_time(seed: int) -> None:
+    """The compiled ``inflate_parts`` (libzstd, a chunk's frames in one call) against
+    ``codec.zstd_decompress_into`` (zstandard, one frame): the same bytes where the frame
+    inflates to the size it declares, and FRAME_DAMAGED (1) for one that does not (a byte
+    changed, its end cut, a byte too many, another size declared, no zstd frame at all)."""
+    import zstandard
+
+    from profiler.format.container.codec import zstd_decompress_into
+
+    module = kernels()
+    if module is None or module.inflate_parts((), np.zeros((0, 2), dtype=np.int64), bytearray(8)) is None:
+        pytest.skip("no libzstd.so.1")
+    rng = random.Random(seed)
+    compressor = zstandard.ZstdCompressor(level=3)
+    parts: list[bytes] = []
+    table: list[tuple[int, int]] = []
+    want: list[bytes | None] = []
+    at = 0
+    for _ in range(40):
+        data = bytes(rng.choice(b"ab\0") for _ in range(rng.randrange(0, 3000))) * rng.randint(1, 4)
+        part = bytearray(compressor.compress(data))
+        size = len(data)
+        pick = rng.randrange(7)
+        if pick == 1 and len(part) > 12:
+            part[rng.randrange(6, len(part))] ^= 1 << rng.randrange(8)
+        elif pick == 2:
+            del part[-rng.randint(1, 4):]
+        elif pick == 3:
+            part += b"\0"
+        elif pick == 4:
+            size += 8  # a size the frame does not declare
+        elif pick == 5:
+            part = bytearray(rng.randbytes(rng.randrange(0, 40)))
+        ref = bytearray(size)
+        try:
+            n = zstd_decompress_into(memoryview(bytes(part)), lambda k, ref=ref: memoryview(ref)[:k], size)
+        except FormatError:
+            n = None
+        want.append(bytes(ref) if n == size else None)  # a changed literal may inflate (no checksum)
+        parts.append(bytes(part))
+        table.append((at, size))
+        at += size + (-size) % 8
+    dst = bytearray(at)
+    status = module.inflate_parts(tuple(parts), np.asarray(table, dtype=np.int64), dst)
+    for k, ((start, size), expected) in enumerate(zip(table, want)):
+        if expected is None:
+            assert status[k] == 1, k
+        else:
+            assert status[k] == 0 and dst[start:start + size] == expected, k
+    assert any(w is None for w in want) and any(w is not None for w in want)
+    with pytest.raises(ValueError):
+        module.inflate_parts(tuple(parts[:1]), np.asarray([(at, 16)], dtype=np.int64), dst)
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_the_stream_inflates_a_chunk_at_once_or_frame_by_frame_alike(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Without ``inflate_parts`` (or libzstd), the stream inflates each frame with zstandard:
+    the same tally, the same warnings."""
+    from profiler.report import tally_native
+
+    path = layout_capture(tmp_path / "r.prof", 310 + seed, damage=0.1, zstd=True)
+    at_once = outcome(path, True, monkeypatch, filters=Filters())
+    monkeypatch.setattr(tally_native.FrameStream, "_inflated_at_once", lambda self, module, chunk: None)
+    assert outcome(path, True, monkeypatch, filters=Filters()) == at_once
