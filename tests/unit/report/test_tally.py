@@ -279,13 +279,14 @@ def test_a_worker_that_dies_ends_the_report_with_one_sentence(tmp_path: Path) ->
 
     path = random_capture(tmp_path / "r.prof", 5)
     script = (
-        "import os, signal, sys\n"
+        "import os, signal, sys, time\n"
         "from profiler.report import tally\n"
         "tally.TALLY_CHUNK_BYTES = 512\n"
         "parent, chunk = os.getpid(), tally._tally_chunk\n"
         "def dying(plan, index):\n"
-        "    if index == 3 and os.getpid() != parent:\n"
+        "    if os.getpid() != parent:  # the worker dies on the first chunk it takes\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    time.sleep(0.02)  # while this process leaves it some to take\n"
         "    return chunk(plan, index)\n"
         "tally._tally_chunk = dying\n"
         "from profiler.cli import main\n"
@@ -347,10 +348,18 @@ def test_rows_whose_hashes_collide_stay_apart() -> None:
 def test_the_worker_pool_gives_results_in_order_and_raises_a_workers_error() -> None:
     from profiler.errors import FormatError
 
+    import time
+
     parent = os.getpid()
-    # this process computes every third one (it is worker 0), two forked workers the others
-    assert list(parallel.in_order(lambda k: (k * k, os.getpid() != parent), 7, 3)) == \
-        [(k * k, k % 3 != 0) for k in range(7)]
+
+    def square(k: int) -> tuple[int, bool]:
+        time.sleep(0.01 * (k % 3))  # chunks of unequal lengths: whoever is free takes the next
+        return k * k, os.getpid() != parent
+
+    # this process and two forked workers take the tasks from one queue
+    got = list(parallel.in_order(square, 30, 3))
+    assert [value for value, _ in got] == [k * k for k in range(30)]
+    assert any(forked for _, forked in got) and not all(forked for _, forked in got)
 
     def failing(k: int) -> int:
         if k == 4:
