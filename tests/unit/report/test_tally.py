@@ -360,6 +360,9 @@ def test_the_worker_pool_gives_results_in_order_and_raises_a_workers_error() -> 
     got = list(parallel.in_order(square, 30, 3))
     assert [value for value, _ in got] == [k * k for k in range(30)]
     assert any(forked for _, forked in got) and not all(forked for _, forked in got)
+    import gc
+
+    assert gc.isenabled()  # the pool's pause of the cycle collector ended with it
 
     def failing(k: int) -> int:
         if k == 4:
