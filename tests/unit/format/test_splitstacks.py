@@ -226,6 +226,26 @@ def test_the_compiled_split_agrees_with_python(seed: int) -> None:
         assert module.split_stacks(bytes(data), *stack_words(layout)) == want
 
 
+def field_spoiler(rnd: random.Random) -> Callable[[int, tuple[bytes, bytes]], tuple[bytes, bytes]]:
+    """A ``split_copy`` spoiler that damages some frames' stack fields before compression: one
+    field short, the first field's size word changed, or data bytes changed."""
+
+    def spoil(k: int, parts: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+        lean, fields = parts
+        data = bytearray(fields)
+        pick = rnd.randrange(5)
+        if pick == 1:
+            del data[-8:]
+        elif pick == 2:
+            data[0] ^= 8  # the first field's size
+        elif pick == 3 and len(data) > 64:
+            for _ in range(8):
+                data[rnd.randrange(8, len(data))] = rnd.randrange(256)
+        return lean, bytes(data)
+
+    return spoil
+
+
 @pytest.mark.skipif(kernels() is None or not hasattr(kernels(), "unwind_frames"),
                     reason="the compiled kernels are not built")
 @pytest.mark.parametrize("seed", range(3))
@@ -261,19 +281,7 @@ def test_damaged_stack_fields_read_the_same_with_the_compiled_frame_unwinder(
             out = bytearray(rnd.choice(others[:-1]))
         return bytes(out)
 
-    def spoil(k: int, parts: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
-        lean, fields = parts
-        data = bytearray(fields)
-        pick = rnd.randrange(5)
-        if pick == 1:
-            del data[-8:]
-        elif pick == 2:
-            data[0] ^= 8  # the first field's size
-        elif pick == 3 and len(data) > 64:
-            for _ in range(8):
-                data[rnd.randrange(8, len(data))] = rnd.randrange(256)
-        return lean, bytes(data)
-
+    spoil = field_spoiler(rnd)
     monkeypatch.setenv("PROFILER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(capture_writer, "zstd_compress", spoiled_compress)
     spoiled = split_copy(tmp_path / "spoiled.prof", spoil)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from tests.support.cli import run_main
 from tests.support.paths import CAPTURES
-from tests.unit.format.test_splitstacks import split_copy
+from tests.unit.format.test_splitstacks import field_spoiler, split_copy
 from tests.unit.report.test_tally_index import copy_capture, count_off_by_one
 
 from profiler.report.tally_unwound import REASON_SHIFT, TallyUnwind
@@ -98,22 +98,7 @@ def test_damaged_stack_fields_warn_the_same_in_the_tally(
         seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Split frames whose stack fields are damaged (short, a size word spoiled, data changed):
     the tally's chunks say what the whole decode says, once each, in the same order."""
-    rnd = random.Random(seed)
-
-    def spoil(k: int, parts: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
-        lean, fields = parts
-        data = bytearray(fields)
-        pick = rnd.randrange(4)
-        if pick == 1:
-            del data[-8:]
-        elif pick == 2:
-            data[0] ^= 8
-        elif pick == 3 and len(data) > 64:
-            for _ in range(8):
-                data[rnd.randrange(8, len(data))] = rnd.randrange(256)
-        return lean, bytes(data)
-
-    spoiled = split_copy(tmp_path / "spoiled.prof", spoil)
+    spoiled = split_copy(tmp_path / "spoiled.prof", field_spoiler(random.Random(seed)))
     assert_same_reports(capsys, monkeypatch, spoiled, modes=("jobs2",))
     assert "are damaged" in report(capsys, monkeypatch, "jobs1", spoiled)[2]
 
