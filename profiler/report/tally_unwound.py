@@ -138,6 +138,7 @@ class TallyUnwind:
                                                  self.state.snapshots, self.state.dsos, self.sources, self.cols,
                                                  jit=self.jit, source_warnings=False, image=image)
             warnings.extend(stats.warnings)
+            s.has = s.has | {"callchain"}
             chain_id, chains = chains_with_user_frames(sub, result)
             if whole:
                 s.chain_id, s.chains = chain_id, chains
@@ -150,7 +151,6 @@ class TallyUnwind:
             reason[sel] = result.reason
         if ids is not None:
             s.chain_id, s.chains = ids.astype(np.int32), store.table()
-        s.has = s.has | {"callchain"}
         return reason, warnings
 
     def stats(self, misc: I64, count: I64, gen: I64, warnings: list[str]) -> UnwindStats:

@@ -391,7 +391,7 @@ def _unwind_apart(view: memoryview, frames: list[StackFrame], s: SampleColumns, 
         held += size + (-size) % 8
     room = _Batch()
     module = step_kernel()
-    fused = module is not None and hasattr(module, "unwind_frames")
+    fused = module if module is not None and hasattr(module, "unwind_frames") else None
 
     def unwind_apart(batch: list[StackFrame], sels: list[I64]) -> tuple[tuple[I64, UnwindResult] | None, list[str]]:
         warnings: list[str] = []
@@ -405,13 +405,13 @@ def _unwind_apart(view: memoryview, frames: list[StackFrame], s: SampleColumns, 
 
     def unwind_batch(k: int) -> tuple[tuple[I64, UnwindResult] | None, list[str]]:
         batch = [frames[int(fid[sel[0]])] for sel in batches[k]]
-        if fused and module is not None:
+        if fused is not None:
             sels = batches[k]
             idx = np.concatenate(sels)
             count = np.asarray([len(sel) for sel in sels], dtype=np.int64)
             table = np.column_stack([[f.start for f in batch], [f.length for f in batch], [f.size for f in batch],
                                      np.cumsum(count) - count, count]).astype(np.int64)
-            got = unwind_frames(module, view, offset[idx], table, tuple(f.fields for f in batch), cols, values[idx],
+            got = unwind_frames(fused, view, offset[idx], table, tuple(f.fields for f in batch), cols, values[idx],
                                 valid[idx], pc[idx], values[idx, SP], code.lookup_arrays(idx), combined, max_depth)
             if got is not None:
                 return _redo_damaged(got, idx, batch, sels, unwind_apart)
