@@ -126,7 +126,8 @@ class RuleTable:
                 raise ValueError(f"it would inflate to {inflated} bytes")
             with np.load(io.BytesIO(data), allow_pickle=False) as npz:
                 arrays: dict[str, Any] = {k: npz[k] for k in ("meta", *cls._ARRAYS)}
-        except (OSError, KeyError, EOFError, ValueError, TypeError, zlib.error, zipfile.BadZipFile) as exc:
+        except (OSError, KeyError, EOFError, ValueError, TypeError, zlib.error, zipfile.BadZipFile,
+                NotImplementedError, RuntimeError) as exc:  # zipfile: a version or method it lacks, encryption
             raise ValueError(f"not an unwind table ({exc})") from None
         version, arch, source = bytes(arrays.pop("meta")).decode("ascii", "replace").split("|", 2)
         if version != str(TABLE_VERSION):

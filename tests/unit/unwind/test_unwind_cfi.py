@@ -112,6 +112,24 @@ def test_round_trip_through_bytes(table: RuleTable) -> None:
         RuleTable.from_bytes(b"not a table")
 
 
+def test_a_packed_table_zipfile_cannot_read_is_not_a_table(table: RuleTable) -> None:
+    """A capture's packed table is untrusted: an archive whose entry needs a zip version or a
+    compression method zipfile lacks (NotImplementedError), or says it is encrypted
+    (RuntimeError), is a ValueError like any other damage (found by the capture fuzzer)."""
+    data = bytearray(table.to_bytes())
+    central = data.index(b"PK\x01\x02")  # the first central directory entry
+    version = bytearray(data)
+    version[central + 6:central + 8] = (206).to_bytes(2, "little")  # needs zip 20.6 to extract
+    method = bytearray(data)
+    local = method.index(b"PK\x03\x04")
+    method[central + 10:central + 12] = method[local + 8:local + 10] = (99).to_bytes(2, "little")  # AES
+    encrypted = bytearray(data)
+    encrypted[central + 8] |= 1  # the encrypted flag
+    for bad in (version, method, encrypted):
+        with pytest.raises(ValueError, match="not an unwind table"):
+            RuleTable.from_bytes(bytes(bad))
+
+
 def test_round_trip_through_the_cache_layout(table: RuleTable) -> None:
     data = table.to_cache_bytes()
     again = RuleTable.from_cache_bytes(data)
