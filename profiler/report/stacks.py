@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.arrays import ranges
-from profiler.format.decode.chains import CONTEXT_KERNEL, cpumode_context, split_callchains
+from profiler.format.decode.chains import CONTEXT_KERNEL, CallchainEntries, cpumode_context, split_callchains
 from profiler.format.decode.columns import SampleColumns
 from profiler.arrays import dense_ids, pair_ids
 from profiler.report.options import Filters
@@ -97,7 +97,7 @@ def resolve_stacks(s: SampleColumns, gen: I64, reps: I64, use_chains: bool,
     sub = s.take(reps)
     start, words = raw_stacks(sub, use_chains)
     u = len(reps)
-    entries = split_callchains(start, words, sub.cpumode)
+    entries = with_every_stack(split_callchains(start, words, sub.cpumode), sub, u)
     addr, owner, kernel, foreign = entries.addr, entries.owner, entries.kernel, ~entries.host
     pid = np.where(kernel | foreign, -1, sub.pid[owner])
     g = np.where(kernel | foreign, -1, gen[reps][owner])
@@ -123,6 +123,20 @@ def resolve_stacks(s: SampleColumns, gen: I64, reps: I64, use_chains: bool,
     table = StackTable(stack_start, res.frame[which], res.offset[which], res.shown[which], addr,
                        res.srcline[which])
     return expand_inlined(table, which, res) if res.inlined else table
+
+
+def with_every_stack(entries: CallchainEntries, sub: SampleColumns, u: int) -> CallchainEntries:
+    """``entries`` of ``u`` stacks, where a stack left with no address gets its sample's ip in
+    its cpumode's context: every stack has a leaf. A stack is left with none when every word of
+    its chain is a ``PERF_CONTEXT_*`` marker, or when the sampled ip itself reads as one
+    ((u64)-1: perf shows it as ``[unknown]``, and so do we)."""
+    missing = np.flatnonzero(np.bincount(entries.owner, minlength=u)[:u] == 0)
+    if not len(missing):
+        return entries
+    owner = np.concatenate([entries.owner, missing])
+    order = np.argsort(owner, kind="stable")  # each stack's entries stay leaf first
+    return CallchainEntries(owner[order], np.concatenate([entries.addr, sub.ip[missing]])[order],
+                            np.concatenate([entries.context, cpumode_context(sub.cpumode[missing])])[order])
 
 
 def expand_inlined(table: StackTable, which: I64, res: Resolved) -> StackTable:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,41 @@ def test_every_command_says_it_the_same_way(command: list[str], what: str, tmp_p
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("profiler: no samples match the filters (--pid 999999); the capture has ")
     assert last.endswith(f": nothing to {what}."), last
+
+
+def test_a_stack_with_no_address_shows_its_sampled_ip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A sampled ip that reads as a context marker ((u64)-1) and a callchain of markers only
+    leave a stack no address: it gets its sample's ip (``[unknown]``-like, as perf shows it), so
+    every report, flat or not, and ``diff`` count the sample instead of failing (found by a
+    capture fuzzing run)."""
+    from tests.support.capture_factory import cpu_clock_attr, make_test_header
+    from tests.support.cli import run_main
+    from tests.support.report_capture import kaddr, kallsyms_text
+
+    from profiler.format import records as R
+    from profiler.format.container.layout import VERSION_PLAIN
+    from profiler.format.container.writer import CaptureWriter
+    from profiler.format.encode import encode
+
+    attr = cpu_clock_attr()
+    layout = R.SampleLayout.from_attr(attr)
+    path = tmp_path / "odd.prof"
+    writer = CaptureWriter.create(path, make_test_header([{"name": "cpu-clock", "attr": attr, "ids": [7]}]),
+                                  VERSION_PLAIN)
+    writer.write_meta("kallsyms", {"text": kallsyms_text(), "kptr_restrict": 0, "hidden": False})
+    kernel = R.PERF_RECORD_MISC_KERNEL
+    samples = [R.Sample(ip=kaddr("k_mid"), pid=1, tid=1, time=10, cpu=0, res=0, period=100, misc=kernel,
+                        callchain=(R.PERF_CONTEXT_KERNEL, kaddr("k_mid"))),
+               R.Sample(ip=(1 << 64) - 1, pid=1, tid=1, time=11, cpu=0, res=0, period=100, misc=kernel,
+                        callchain=(R.PERF_CONTEXT_KERNEL, kaddr("k_mid"))),
+               R.Sample(ip=kaddr("k_mid"), pid=1, tid=1, time=12, cpu=0, res=0, period=100, misc=kernel,
+                        callchain=(R.PERF_CONTEXT_KERNEL, R.PERF_CONTEXT_USER))]
+    writer.write_raw(0, b"".join(encode(s, layout) for s in samples))
+    writer.close({})
+    p = str(path)
+    for argv in (["report", "--no-children", "-g", "none", "-i", p], ["report", "-i", p],
+                 ["report", "--format", "folded", "-i", p], ["diff", "-p", p, p]):
+        code, _, err = run_main(capsys, *argv)
+        assert code == 0 and "Traceback" not in err, (argv, err)
+    code, out, _ = run_main(capsys, "report", "--no-children", "-g", "none", "--format", "csv", "-i", str(path))
+    assert sum(int(row.split(",")[1]) for row in out.splitlines()[1:] if row) == 3, out
