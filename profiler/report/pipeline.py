@@ -239,7 +239,7 @@ def _from_tally(options: LoadOptions, capture: Capture, index: int, tally: Tally
     tfmt, _ = event_payloads(capture, index, selected.samples, options)
     unwound = None
     if unwinding is not None and index in unwinding.events and len(idx):
-        unwound = unwinding.stats(rows.misc[idx], rows.count[idx], rows.gen[idx], tally.unwind_warnings)
+        unwound = unwinding.stats(rows.misc[idx], rows.count[idx], rows.gen[idx], state, tally.unwind_warnings)
         counts.warnings.extend(unwound.warnings)
     say("resolving")
     return assemble(options, capture, index, selected, state, make_resolver(capture, state, options), counts, tfmt,

@@ -318,11 +318,11 @@ def prepare(reader: CaptureReader, filters: Filters, callchains: bool = True, ke
     state = replay_in_order(others, reader.build_ids())
     start = reader.info.start_perf_clock_ns or 0
     plan = Plan(decoder, chunks, state,
-                 np.asarray([o.time for o in others], dtype=np.uint64),
-                 np.asarray([o.seq for o in others], dtype=np.int64),
-                 tuple(filters.cpus or ()),
-                 tuple(time_bounds(r, np.zeros(0, np.uint64), start) for r in filters.time or ()),
-                 callchains, keep_cpu)
+                np.asarray([o.time for o in others], dtype=np.uint64),
+                np.asarray([o.seq for o in others], dtype=np.int64),
+                tuple(filters.cpus or ()),
+                tuple(time_bounds(r, np.zeros(0, np.uint64), start) for r in filters.time or ()),
+                callchains, keep_cpu)
     if unwinding is not None:
         unwinding.ready(reader, state)
         plan.unwinding = unwinding

@@ -67,12 +67,9 @@ class TallyUnwind:
         self.jit_symbols = jit_symbols
         self.sources: TableSources | None = None
         self.jit: JitCodeOf | None = None
-        self.reader: CaptureReader | None = None
-        self.state: ReplayState | None = None
 
     def ready(self, reader: CaptureReader, state: ReplayState) -> None:
         """Once the records are replayed, in the parent (the workers inherit it)."""
-        self.reader, self.state = reader, state
         self.sources = table_sources(reader, self.symfs, self.debug_dirs)
         if self.jit_symbols is not None:
             self.jit = JitCodeOf(self.jit_symbols, self.cols, state.parent)
@@ -121,7 +118,7 @@ class TallyUnwind:
     def _unwind(self, plan: Plan, p: Placed, image: Image | None) -> tuple[I64, list[str]]:
         """Unwind the samples of ``p`` whose event this unwinds, in place (their callchains); per
         sample its stop reason (0 for the others), and the warnings."""
-        assert self.reader is not None and self.state is not None and self.sources is not None
+        assert self.sources is not None
         s = p.s
         reason = np.zeros(len(s), dtype=np.int64)
         warnings: list[str] = []
@@ -134,8 +131,8 @@ class TallyUnwind:
             whole = len(sel) == len(s)
             sub = s if whole else s.take(sel)
             layout = plan.decoder.events.events[ev].layout
-            result, stats = unwind_event_samples(self.reader, layout, sub, p.gen if whole else p.gen[sel],
-                                                 self.state.snapshots, self.state.dsos, self.sources, self.cols,
+            result, stats = unwind_event_samples(plan.decoder.reader, layout, sub, p.gen if whole else p.gen[sel],
+                                                 plan.state.snapshots, plan.state.dsos, self.sources, self.cols,
                                                  jit=self.jit, source_warnings=False, image=image)
             warnings.extend(stats.warnings)
             s.has = s.has | {"callchain"}
@@ -153,13 +150,14 @@ class TallyUnwind:
             s.chain_id, s.chains = ids.astype(np.int32), store.table()
         return reason, warnings
 
-    def stats(self, misc: I64, count: I64, gen: I64, warnings: list[str]) -> UnwindStats:
+    def stats(self, misc: I64, count: I64, gen: I64, state: ReplayState, warnings: list[str]) -> UnwindStats:
         """The unwinding figures of some rows of an event this unwinds (their misc keys, sample
-        counts and map generations), as unwinding their samples one by one gives them: stop
-        reasons, rule-table origins, then the chunks' warnings and the table sources'."""
-        assert self.state is not None and self.sources is not None
+        counts and map generations in the tally's ``state``), as unwinding their samples one by
+        one gives them: stop reasons, rule-table origins, then the chunks' warnings and the
+        table sources'."""
+        assert self.sources is not None
         stats = UnwindStats(samples=int(count.sum()))
-        dso_tables(self.state.dsos, self.sources, used_dsos(gen, self.state.snapshots), stats)
+        dso_tables(state.dsos, self.sources, used_dsos(gen, state.snapshots), stats)
         stats.reason = (misc >> REASON_SHIFT).astype(np.uint8)
         stats.weight = count
         stats.warnings = list(warnings) + list(self.sources.warnings)
