@@ -4,8 +4,9 @@ switch-heavy workload, measured in the same run (issue 24; docs/offcpu.md).
 The workload is fixtures/offcpu/pingpong: two threads passing a byte through a pair of pipes,
 a context switch per message; it reports its own elapsed and CPU time. Runs alternate unprofiled /
 ours / perf's (the issue's ``-e sched:sched_switch -g``, and the same events as our default:
-``-e cpu-clock,sched:sched_switch -g --switch-events``; with ``--variants``, ours without the
-cpu-clock event, with wake-ups, or without -g), and medians are compared:
+``-e cpu-clock,sched:sched_switch -g --switch-events``; with ``--variants``, ours with the
+switch-outs' kernel frames (``--off-cpu-kernel``), without the cpu-clock event, with wake-ups, or
+without -g), and medians are compared:
 
 * target slowdown: the workload's elapsed time profiled / unprofiled, ours against perf's;
 * CPU added: the workload's CPU time profiled minus unprofiled. The kernel charges what the
@@ -68,7 +69,8 @@ def main() -> int:
                              "every message is then a direct switch between them, and the time a "
                              "sleeping CPU takes to wake, which varies 5x in a VM, is out of the measure)")
     parser.add_argument("--variants", action="store_true",
-                        help="also ours with -e sched:sched_switch only, and without -g")
+                        help="also ours with --off-cpu-kernel, with -e sched:sched_switch only, with wake-ups, "
+                             "and without -g")
     args = parser.parse_args()
     perf = perf_binary()
     workload = [str(fixtures_dir() / "offcpu" / "pingpong"), args.rounds]
@@ -76,6 +78,7 @@ def main() -> int:
         workload = ["taskset", "-c", "0", *workload]
     ours: dict[str, list[str]] = {"ours --off-cpu -g": ["--off-cpu", "-g"]}
     if args.variants:
+        ours["ours --off-cpu-kernel -g"] = ["--off-cpu-kernel", "-g"]
         ours["ours --off-cpu -g -e sched:sched_switch"] = ["--off-cpu", "-g", "-e", "sched:sched_switch"]
         ours["ours --off-cpu -g -e sched:sched_switch,sched:sched_waking"] = [
             "--off-cpu", "-g", "-e", "sched:sched_switch,sched:sched_waking"]

@@ -132,8 +132,13 @@ OPTIONS: tuple[Option, ...] = (
                 "less are never compressed)."),
     Option(("--off-cpu",), "off_cpu",
            help="Also record where threads wait: sched:sched_switch at every switch-out (with -g "
-                "or --call-graph dwarf, its stack) and context-switch records; report's 'offcpu' "
-                "event, --wall and --thread-states read them (docs/offcpu.md)."),
+                "or --call-graph dwarf, its user-space stack, as perf's --off-cpu) and "
+                "context-switch records; report's 'offcpu' event, --wall and --thread-states read "
+                "them (docs/offcpu.md)."),
+    Option(("--off-cpu-kernel",), "off_cpu_kernel",
+           help="--off-cpu with the kernel's frames in each switch-out's stack too (the kernel "
+                "function a thread slept in): about twice the recording cost on a program that "
+                "switches often."),
     Option(("--switch-events",), "switch_events",
            help="Record context-switch records (PERF_RECORD_SWITCH), as perf's --switch-events."),
     Option(("--archive",), "archive",
@@ -274,6 +279,7 @@ def options_from_cli(
     overwrite: bool = False,
     snapshot_on: str | None = None,
     off_cpu: bool = False,
+    off_cpu_kernel: bool = False,
     switch_events: bool = False,
     no_namespace_symbols: bool = False,
     python_lines: bool = False,
@@ -299,7 +305,7 @@ def options_from_cli(
     if mmap_pages:
         data_pages = parse_mmap_pages(mmap_pages, page_size)
     else:  # larger buffers where each sample is large (DWARF) or every context switch is one (--off-cpu)
-        data_pages = DWARF_DATA_PAGES if dwarf is not None or off_cpu else RecordOptions.data_pages
+        data_pages = DWARF_DATA_PAGES if dwarf is not None or off_cpu or off_cpu_kernel else RecordOptions.data_pages
     opts = RecordOptions(
         command=command,
         pids=pids,
@@ -332,6 +338,7 @@ def options_from_cli(
         overwrite=overwrite,
         snapshot_on=snapshot_on,
         off_cpu=off_cpu,
+        off_cpu_kernel=off_cpu_kernel,
         switch_events=switch_events,
         namespace_symbols=not no_namespace_symbols,
         python_lines=python_lines,

@@ -1,4 +1,5 @@
-"""Optional parts of an event's attr: DWARF stack sampling, cgroup sampling."""
+"""Optional parts of an event's attr: DWARF stack sampling, cgroup sampling, ``--off-cpu``'s
+user-space switch-outs."""
 
 from __future__ import annotations
 
@@ -32,3 +33,17 @@ def add_cgroup_sampling(attr: perf_event_attr, tracking: bool) -> None:
     attr.sample_type |= R.PERF_SAMPLE_CGROUP
     if tracking:
         attr.cgroup = 1
+
+
+def user_space_switch_outs(attr: perf_event_attr) -> None:
+    """``--off-cpu``'s switch-outs: the thread's user-space stack only, as perf's own
+    ``--off-cpu`` records it (``BPF_F_USER_STACK``). The kernel's part, walked at every context
+    switch from the scheduler down to the system call (about ten frames), cost the ping-pong of
+    ``make bench-offcpu`` more than the rest of its recording together (docs/offcpu.md, "What
+    it costs"); ``--off-cpu-kernel`` keeps it. With ``--call-graph dwarf`` the kernel's
+    callchain held only the kernel part: it is not asked for at all."""
+    if attr.sample_type & R.PERF_SAMPLE_STACK_USER:
+        attr.sample_type &= ~R.PERF_SAMPLE_CALLCHAIN
+        attr.exclude_callchain_user = 0
+    else:
+        attr.exclude_callchain_kernel = 1

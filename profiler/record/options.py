@@ -58,6 +58,7 @@ class RecordOptions(Frozen):
     archive_files: bool = False  # --archive with --switch-output: each file archived as it is finished
     snapshot_on: str | None = None  # --snapshot-on: signal, exit, SECONDS
     off_cpu: bool = False  # --off-cpu: sched:sched_switch samples + context-switch records (docs/offcpu.md)
+    off_cpu_kernel: bool = False  # --off-cpu-kernel: switch-outs' call chains keep their kernel frames
     switch_events: bool = False  # --switch-events: context-switch records (attr.context_switch), as perf
     namespace_symbols: bool = True  # pack namespace-only files and JIT maps at the end (docs/containers.md)
     all_cgroups: bool = False  # --all-cgroups: PERF_SAMPLE_CGROUP + PERF_RECORD_CGROUP, as perf
@@ -70,7 +71,7 @@ class RecordOptions(Frozen):
         "dwarf_stack_size", "callchain_max_stack", "user_only", "kernel_only", "data_pages", "output", "quiet",
         "data_mmaps", "inherit", "buildid_mmap", "compress", "cmdline", "filters", "clockid",
         "switch_output", "switch_max_files", "max_size", "python_lines", "push",
-        "overwrite", "snapshot_on", "archive_files", "off_cpu", "switch_events", "namespace_symbols",
+        "overwrite", "snapshot_on", "archive_files", "off_cpu", "off_cpu_kernel", "switch_events", "namespace_symbols",
         "all_cgroups", "cgroup", "python", "namespaces",
     )
 
@@ -109,6 +110,7 @@ class RecordOptions(Frozen):
         snapshot_on: str | None = None,
         archive_files: bool = False,
         off_cpu: bool = False,
+        off_cpu_kernel: bool = False,
         switch_events: bool = False,
         namespace_symbols: bool = True,
         all_cgroups: bool = False,
@@ -148,7 +150,8 @@ class RecordOptions(Frozen):
         self.overwrite = overwrite
         self.snapshot_on = snapshot_on
         self.archive_files = archive_files
-        self.off_cpu = off_cpu
+        self.off_cpu = off_cpu or off_cpu_kernel
+        self.off_cpu_kernel = off_cpu_kernel
         self.switch_events = switch_events
         self.namespace_symbols = namespace_symbols
         self.all_cgroups = all_cgroups

@@ -31,7 +31,7 @@ from profiler.format.container.layout import with_index
 from profiler.format.container.writer import CaptureWriter
 from profiler.names import KERNEL_DSO
 from profiler.record import kallsyms, metadata, perf_event, synth
-from profiler.record.attrs import add_cgroup_sampling, add_dwarf_sampling
+from profiler.record.attrs import add_cgroup_sampling, add_dwarf_sampling, user_space_switch_outs
 from profiler.record.cgroups import open_cgroup
 from profiler.record.events import EventSpec, default_event, parse_event, split_modifiers
 from profiler.record.flight import SIDEBAND, SideBand, SnapshotOn, backward_window, fly
@@ -127,6 +127,8 @@ def build_attr(
         attr.sample_max_stack = opts.callchain_max_stack
     if opts.dwarf_stack_size is not None:
         add_dwarf_sampling(attr, opts.dwarf_stack_size)
+    if opts.off_cpu and spec.name == OFFCPU_TRACEPOINT and not (opts.off_cpu_kernel or attr.exclude_user):
+        user_space_switch_outs(attr)  # (--kernel-only: the kernel frames are all there is)
     if opts.all_cgroups:
         add_cgroup_sampling(attr, tracking)
     if tracking:
@@ -135,8 +137,7 @@ def build_attr(
         # (profiler/record/mapped.py); build-ids are read from the mapped files instead.
         attr.build_id = int(opts.buildid_mmap)
         attr.mmap_data = int(opts.data_mmaps)
-        # PERF_RECORD_SWITCH (per task) or SWITCH_CPU_WIDE (per CPU, -a): when each thread
-        # is switched in again, which ends its off-CPU interval (docs/offcpu.md)
+        # PERF_RECORD_SWITCH (per task), SWITCH_CPU_WIDE (-a): switch-ins end off-CPU intervals (docs/offcpu.md)
         attr.context_switch = int(opts.off_cpu or opts.switch_events)
         attr.namespaces = int(opts.namespaces)  # PERF_RECORD_NAMESPACES at each fork, unshare, setns
     return attr

@@ -138,6 +138,28 @@ def test_thread_states_match_the_truth(recorded: Callable[..., tuple[Path, Truth
     assert "wait_pipe <- thread_main" in res.stdout  # the top blocking stack, user frames first
 
 
+def test_switch_out_stacks_are_user_space_unless_kernel_frames_are_asked_for(
+        recorded: Callable[..., tuple[Path, Truth, dict[str, int]]], profiler_cmd: list[str]) -> None:
+    """--off-cpu records the thread's user-space stack at each switch-out, as perf's own
+    --off-cpu does; --off-cpu-kernel adds the kernel's frames (scheduler, system call) to it, the
+    totals unchanged."""
+    plain, _, _ = recorded("-g")
+    full, truth, _ = recorded("--off-cpu-kernel", "-g")
+    plain_lines = folded(profiler_cmd, plain, "--event", "offcpu")
+    full_lines = folded(profiler_cmd, full, "--event", "offcpu")
+    assert plain_lines and not any(name.endswith("_[k]") for f, _ in plain_lines for name in f), plain_lines[:3]
+    pipe = [f for f, _ in full_lines if "wait_pipe" in f[2:]]  # folded marks kernel frames _[k]
+    assert pipe and all(f[-1] == "__schedule_[k]" for f in pipe), pipe[:3]  # the leaf is the scheduler
+    for fn in WAITS:
+        got, want = under(full_lines, fn), truth[(fn, "blocked_ns")]
+        assert close(got, want), f"{fn} (--off-cpu-kernel): {got} ns blocked, the fixture measured {want}"
+    res = run([*profiler_cmd, "report", "-i", str(full), "--thread-states"])
+    assert res.returncode == 0, res.stderr
+    assert re.search(r"wait_pipe <- thread_main.*\(in \w*pipe_read\)", res.stdout), res.stdout[-800:]
+    res = run([*profiler_cmd, "report", "-i", str(plain), "--thread-states"])
+    assert "wait_pipe <- thread_main" in res.stdout and "(in " not in res.stdout.split("Top blocking")[1]
+
+
 def test_wall_shares_per_thread_match_the_truth(recorded: Callable[..., tuple[Path, Truth, dict[str, int]]],
                                                 profiler_cmd: list[str]) -> None:
     capture, truth, _ = recorded("-g")

@@ -54,6 +54,31 @@ def test_dwarf_off_cpu_copies_the_stack_at_every_switch_out(fake_tracefs: None) 
     assert switch.sample_type & R.PERF_SAMPLE_STACK_USER and switch.sample_stack_user == 4096
 
 
+def test_switch_outs_keep_their_user_space_stack_only_unless_kernel_frames_are_asked_for(fake_tracefs: None) -> None:
+    def switch_attr(**kw: Any) -> Any:
+        made = attrs(RecordOptions(command=("true",), events=("cpu-clock",), callgraph=True, **kw))
+        return made[0][1], made[1][1]
+
+    clock, switch = switch_attr(off_cpu=True)
+    assert switch.exclude_callchain_kernel == 1 and switch.exclude_callchain_user == 0
+    assert switch.sample_type & R.PERF_SAMPLE_CALLCHAIN
+    assert clock.exclude_callchain_kernel == 0  # the on-CPU samples keep their kernel frames
+    _, switch = switch_attr(off_cpu_kernel=True)
+    assert switch.exclude_callchain_kernel == 0 and switch.sample_type & R.PERF_SAMPLE_CALLCHAIN
+    # DWARF: the kernel's callchain would hold only kernel frames, so none is asked for
+    clock, switch = switch_attr(off_cpu=True, dwarf_stack_size=4096)
+    assert not switch.sample_type & R.PERF_SAMPLE_CALLCHAIN and switch.exclude_callchain_user == 0
+    assert switch.sample_type & R.PERF_SAMPLE_STACK_USER
+    assert clock.sample_type & R.PERF_SAMPLE_CALLCHAIN and clock.exclude_callchain_user == 1
+    _, switch = switch_attr(off_cpu_kernel=True, dwarf_stack_size=4096)
+    assert switch.sample_type & R.PERF_SAMPLE_CALLCHAIN and switch.exclude_callchain_user == 1
+    _, switch = switch_attr(off_cpu=True, kernel_only=True)  # the kernel frames are all it has
+    assert switch.exclude_callchain_kernel == 0 and switch.exclude_user == 1
+    # a sched_switch recorded without --off-cpu is any tracepoint: its whole chain
+    made = attrs(RecordOptions(command=("true",), events=("sched:sched_switch",), callgraph=True))
+    assert made[0][1].exclude_callchain_kernel == 0
+
+
 def test_switch_events_alone_adds_no_event() -> None:
     made = attrs(RecordOptions(command=("true",), events=("cpu-clock",), switch_events=True))
     assert [name for name, _ in made] == ["cpu-clock"] and made[0][1].context_switch == 1
@@ -76,3 +101,6 @@ def test_the_options_reach_record_options(monkeypatch: pytest.MonkeyPatch) -> No
 
     parsed = record_args.parse(["--off-cpu", "-g", "--", "true"])
     assert parsed is not None and parsed["off_cpu"] and not parsed["switch_events"]
+    result = CliRunner().invoke(cli, ["record", "--off-cpu-kernel", "-g", "--", "true"])
+    assert result.exit_code == 0, result.output
+    assert seen[1].off_cpu and seen[1].off_cpu_kernel  # it implies --off-cpu
