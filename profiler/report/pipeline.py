@@ -219,7 +219,14 @@ def _tally_unwinding(options: LoadOptions, capture: Capture) -> TallyUnwind | No
 
     cols = columns_for(capture.arch)
     assert cols is not None  # _unwinds checked it
-    return TallyUnwind(events, cols, options.symfs, options.debug_dirs, symbol_chain(capture, options).jit_symbols)
+    # one per capture and symbol options, as the tally it makes ready is kept: a report of several
+    # events asks again for each, and each must get the one the capture's tally was made with
+    key = "tally_unwinding " + repr((options.symfs, options.debug_dirs))
+    made: TallyUnwind | None = capture.memo.get(key)
+    if made is None:
+        made = capture.memo[key] = TallyUnwind(events, cols, options.symfs, options.debug_dirs,
+                                               symbol_chain(capture, options).jit_symbols)
+    return made
 
 
 def _from_tally(options: LoadOptions, capture: Capture, index: int, tally: Tally, say: Progress,

@@ -206,3 +206,8 @@ def test_two_dwarf_events_report_the_same_tallied_and_whole(require_perf: None, 
         unwind = json.loads(_run([*profiler_cmd, "report", "-i", str(capture), "--event", event, "--format", "json"],
                                  cache_env).stdout)["unwind"]
         assert unwind["samples"] > 200 and unwind["reached_root"] >= 0.97 * unwind["samples"], unwind
+    # both events in one report: the second is read from the tally the first made (and unwound)
+    cmd = [*profiler_cmd, "report", "-i", str(capture), "--no-children"]
+    tallied, whole = _run(cmd, cache_env), _run(cmd, dict(cache_env, PROFILER_TALLY="0"))
+    assert tallied.returncode == 0 and tallied.stdout.count("of event '") == 2, tallied.stderr[-2000:]
+    assert (tallied.stdout, tallied.stderr) == (whole.stdout, whole.stderr)
