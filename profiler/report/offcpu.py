@@ -234,8 +234,13 @@ def running_evidence(data: CaptureData, switch_rows: I64, next_pid: I64) -> tupl
     return np.concatenate(tids), np.concatenate(times)
 
 
+# The intervals are computed on signed 64-bit times: a time of 2^63 ns or more (292 years of
+# uptime, a damaged record) is taken as the latest representable one, not an overflow.
+LATEST = (1 << 63) - 1
+
+
 def exits(data: CaptureData) -> tuple[I64, I64]:
-    pairs = [(o.record.tid, o.time) for o in data.others if isinstance(o.record, R.Exit)]
+    pairs = [(o.record.tid, min(o.time, LATEST)) for o in data.others if isinstance(o.record, R.Exit)]
     return (np.asarray([p[0] for p in pairs], dtype=np.int64), np.asarray([p[1] for p in pairs], dtype=np.int64))
 
 
@@ -246,7 +251,7 @@ def end_time(data: CaptureData) -> int:
         last = max(last, max(o.time for o in data.others))
     if data.switches is not None and len(data.switches):
         last = max(last, int(data.switches.time.max()))
-    return last
+    return min(last, LATEST)
 
 
 def state_rows(capture: Capture, data: CaptureData, event: str) -> tuple[I64, I64, I64]:

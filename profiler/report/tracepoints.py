@@ -46,7 +46,8 @@ def trace_format(reader: CaptureReader, event: str) -> TraceFormat | None:
 
     entries: list[object] = []
     for meta in reader.metadata("tracepoint_formats"):
-        entries.extend(meta.get("entries") or [])
+        got = meta.get("entries")
+        entries.extend(got if isinstance(got, list) else [])  # a damaged list: no format, as none stored
     return formats_from_meta(entries).get(event)
 
 

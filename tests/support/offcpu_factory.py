@@ -80,9 +80,11 @@ def offcpu_header() -> dict[str, object]:
                              {"name": "sched:sched_switch", "attr": attr_to_dict(switch), "ids": [SWITCH_ID]}])
 
 
-def write_offcpu_capture(path: Path, timeline: Timeline, comms: dict[int, str], formats: bool = True) -> None:
+def write_offcpu_capture(path: Path, timeline: Timeline, comms: dict[int, str], formats: bool = True,
+                         damaged_formats: object = None) -> None:
     """The timeline as a capture: one process ``PID`` running ``EXE`` with threads ``comms``;
-    ``formats=False`` leaves out the tracepoint's stored format (a capture cut before it)."""
+    ``formats=False`` leaves out the tracepoint's stored format (a capture cut before it);
+    ``damaged_formats``: a ``tracepoint_formats`` metadata whose ``entries`` is this instead."""
     header = offcpu_header()
     layout = R.SampleLayout.from_attr(header["events"][0]["attr"])  # type: ignore[index]
     sid = R.SampleId(pid=PID, tid=PID, time=0, cpu=0, res=0, identifier=CLOCK_ID)
@@ -94,7 +96,9 @@ def write_offcpu_capture(path: Path, timeline: Timeline, comms: dict[int, str], 
                                                                   identifier=CLOCK_ID)))
     writer = CaptureWriter.create(path, header)
     writer.write_synth(b"".join(encode(r, layout) for r in synth))
-    if formats:
+    if damaged_formats is not None:
+        writer.write_meta("tracepoint_formats", {"entries": damaged_formats})
+    elif formats:
         writer.write_meta("tracepoint_formats", {"entries": [{"event": "sched:sched_switch",
                                                               "format": FORMAT.read_text()}]})
     recs = [r for _, r in sorted(timeline.records, key=lambda tr: tr[0])]
