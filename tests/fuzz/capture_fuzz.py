@@ -26,15 +26,17 @@ sentence, non-zero exit) is a pass. The peak RSS of every child is recorded (``w
 until the bug is fixed (each has a strict xfail test that says so).
 
 Seeds: the committed captures (among them ``nonutf8-name.prof``, whose program path and comm
-are not UTF-8, so every output meets such names), one built here with several events and every
+are not UTF-8, so every output meets such names, and ``offcpu-small.prof``, a real ``--off-cpu``
+recording for the ``offcpu`` and ``wall`` events and ``--thread-states``), one built here with several events and every
 metadata kind, and the committed perf.data files.
 
-Usage: python tests/fuzz/capture_fuzz.py [--count N] [--seed S] [--jobs J] [--save DIR]
+Usage: python tests/fuzz/capture_fuzz.py [--count N] [--seed S] [--jobs J] [--save DIR] [--seeds GLOB]
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import io
 import os
 import random
@@ -512,12 +514,16 @@ def mutate(seed_data: bytes, rng: random.Random) -> tuple[str, bytes]:
 # --- seeds --------------------------------------------------------------------------------------
 
 
-def seed_captures() -> list[bytes]:
+def seed_captures(only: str | None = None) -> list[bytes]:
     """The committed captures plus one built here with several events and every metadata kind,
-    then the committed perf.data files (recorded by perf 6.1)."""
-    seeds = [p.read_bytes() for p in sorted(SEEDS.glob("*.prof"))]
-    seeds.append(multi_event_seed(seeds[0]))
-    seeds.extend(p.read_bytes() for p in sorted(SEEDS.glob("perf-*.data")))
+    then the committed perf.data files (recorded by perf 6.1); ``only``: those whose file name
+    matches this pattern (``offcpu-*``; the one built here is ``multi-event``)."""
+    named = {p.name: p.read_bytes() for p in sorted(SEEDS.glob("*.prof"))}
+    named["multi-event"] = multi_event_seed(named[min(named)])
+    named.update((p.name, p.read_bytes()) for p in sorted(SEEDS.glob("perf-*.data")))
+    seeds = [data for name, data in named.items() if only is None or fnmatch.fnmatch(name, only)]
+    if not seeds:
+        raise SystemExit(f"no seed matches {only!r}: {', '.join(named)}")
     return seeds
 
 
@@ -558,6 +564,9 @@ COMMANDS = [
     ["diff"],
     ["script", "-F", "comm,pid,tid,cpu,time,period,event,ip,sym,symoff,dso"], ["annotate"], ["buildids", "--json"],
     ["export", "-f", "otlp"], ["export", "-f", "otlp", "--json"],
+    # the off-CPU pseudo-events (offcpu-small.prof has them; other seeds refuse in one sentence)
+    ["report", "--event", "offcpu"], ["report", "--wall", "--no-children"], ["report", "--thread-states"],
+    ["flamegraph", "--wall"], ["export", "--event", "offcpu", "-f", "pprof"], ["script", "--event", "offcpu"],
 ]
 # functions of the seeds (and one that none has) for annotate
 ANNOTATE = ["work_a", "work_b", "leaf", "lib_mix", "main", "k_one", "no_such_function"]
@@ -720,10 +729,11 @@ class Report:
 
 
 def campaign(count: int, seed: int, save: Path | None = None, worker: int = 0, jobs: int = 1,
-             timeout: int = TIMEOUT_S) -> Report:
-    """Run ``count`` mutations (this worker's share: every ``jobs``-th, from ``worker``)."""
+             timeout: int = TIMEOUT_S, only: str | None = None) -> Report:
+    """Run ``count`` mutations (this worker's share: every ``jobs``-th, from ``worker``) of the
+    seeds (``only``: see :func:`seed_captures`)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    seeds = seed_captures()
+    seeds = seed_captures(only)
     report = Report()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="capture-fuzz-") as tmp:
@@ -764,7 +774,7 @@ def campaign(count: int, seed: int, save: Path | None = None, worker: int = 0, j
 
 
 def parallel_campaign(count: int, seed: int, jobs: int, save: Path | None = None,
-                      timeout: int = TIMEOUT_S) -> Report:
+                      timeout: int = TIMEOUT_S, only: str | None = None) -> Report:
     """``jobs`` worker processes, each a campaign over its share; their reports merged."""
     import pickle
 
@@ -775,7 +785,7 @@ def parallel_campaign(count: int, seed: int, jobs: int, save: Path | None = None
         if pid == 0:  # pragma: no cover - a worker
             os.close(r)
             try:
-                rep = campaign(count, seed, save, w, jobs, timeout)
+                rep = campaign(count, seed, save, w, jobs, timeout, only)
                 data = pickle.dumps(rep)
             except BaseException:
                 data = pickle.dumps(Report(failures=[("worker", "traceback", [], "", traceback.format_exc())]))
@@ -823,9 +833,10 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--save", type=Path, default=ROOT / "out" / "fuzz-failures")
     parser.add_argument("--timeout", type=int, default=TIMEOUT_S)
+    parser.add_argument("--seeds", default=None, help="only the seeds whose file name matches this pattern")
     args = parser.parse_args()
     print(f"fuzzing with seed {args.seed}, {args.count} mutations, {args.jobs} jobs", flush=True)
-    rep = parallel_campaign(args.count, args.seed, args.jobs, args.save, args.timeout)
+    rep = parallel_campaign(args.count, args.seed, args.jobs, args.save, args.timeout, args.seeds)
     print(summary(rep))
     return 1 if rep.failures else 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,25 @@ def test_wall_without_an_on_cpu_clock_event_is_one_sentence(capsys: pytest.Captu
     assert "has no event 'wall'" in err and "offcpu" in err
     code, _, err = run_main(capsys, "export", "-f", "pprof", "-i", str(path), "-o", str(tmp_path / "all.pb.gz"))
     assert code == 0, err  # every event the capture offers, without wall
+
+
+def test_a_recorded_off_cpu_capture_reads_the_same_through_every_view(capsys: pytest.CaptureFixture[str]) -> None:
+    """fixtures/captures/offcpu-small.prof (a real ``record --off-cpu`` of the ping-pong, read on
+    a machine without its binaries): each thread's off-CPU time in the ``offcpu`` event is its
+    runnable + blocked time in --thread-states, and its ~100 switch-outs are there; its waits
+    were ended by the other thread (sched_waking)."""
+    from tests.support.paths import CAPTURES
+
+    path = str(CAPTURES / "offcpu-small.prof")
+    code, out, err = run_main(capsys, "report", "-i", path, "--thread-states")
+    assert code == 0, err
+    rows = {int(m[1]): (int(m[2]), float(m[3]), float(m[4]), int(m[5])) for m in re.finditer(
+        r"^\s+(\d+)\s+(\d+)\s+pingpong\s+[\d.]+\s+([\d.]+)\s+([\d.]+)\s+[\d.]+\s+(\d+)$", out, re.M)}
+    assert len(rows) == 2 and len({pid for pid, *_ in rows.values()}) == 1, out
+    assert all(95 <= switches <= 105 for *_, switches in rows.values()), rows
+    tids = sorted(rows)
+    for tid, other in zip(tids, reversed(tids)):
+        assert f"woken by pingpong {other}" in out.split(f"pingpong {tid}\n", 1)[1], out
+    for tid, (_, runnable, blocked, _) in rows.items():
+        ns = sum(folded(capsys, "-i", path, "--event", "offcpu", "--tid", str(tid)).values())
+        assert abs(ns / 1e6 - (runnable + blocked)) < 0.01, (tid, ns, runnable, blocked)
