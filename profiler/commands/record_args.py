@@ -137,8 +137,8 @@ OPTIONS: tuple[Option, ...] = (
                 "them (docs/offcpu.md)."),
     Option(("--off-cpu-kernel",), "off_cpu_kernel",
            help="--off-cpu with the kernel's frames in each switch-out's stack too (the kernel "
-                "function a thread slept in): about twice the recording cost on a program that "
-                "switches often."),
+                "function a thread slept in): on a program that switches often, about 1.5x the "
+                "CPU time --off-cpu adds to it."),
     Option(("--switch-events",), "switch_events",
            help="Record context-switch records (PERF_RECORD_SWITCH), as perf's --switch-events."),
     Option(("--archive",), "archive",
