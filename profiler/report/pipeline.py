@@ -39,7 +39,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -100,8 +100,9 @@ def load_profile(options: LoadOptions, capture: Capture | None = None, event: st
         (progress or _quiet)("decoding")
         unwinding = _tally_unwinding(options, capture)
         tally = capture.tally(options.filters, options.callchains, keep_cpu, unwinding)
-        if tally is not None:
-            return _from_tally(options, capture, index, tally, progress or _quiet, unwinding)
+        if tally is not None:  # the capture's tally, perhaps made for an earlier event: its own unwinding
+            return _from_tally(options, capture, index, tally, progress or _quiet,
+                               cast("TallyUnwind | None", tally.unwinding))
     return _from_whole(options, capture, index, progress or _quiet)
 
 
@@ -219,14 +220,7 @@ def _tally_unwinding(options: LoadOptions, capture: Capture) -> TallyUnwind | No
 
     cols = columns_for(capture.arch)
     assert cols is not None  # _unwinds checked it
-    # one per capture and symbol options, as the tally it makes ready is kept: a report of several
-    # events asks again for each, and each must get the one the capture's tally was made with
-    key = "tally_unwinding " + repr((options.symfs, options.debug_dirs))
-    made: TallyUnwind | None = capture.memo.get(key)
-    if made is None:
-        made = capture.memo[key] = TallyUnwind(events, cols, options.symfs, options.debug_dirs,
-                                               symbol_chain(capture, options).jit_symbols)
-    return made
+    return TallyUnwind(events, cols, options.symfs, options.debug_dirs, symbol_chain(capture, options).jit_symbols)
 
 
 def _from_tally(options: LoadOptions, capture: Capture, index: int, tally: Tally, say: Progress,

@@ -198,6 +198,7 @@ class Tally:
     damaged_samples: int = 0
     first_time: int = -1  # the earliest sample time of the capture (-1: no samples)
     unwind_warnings: list[str] = field(default_factory=list)  # its chunks' unwinding's, each once
+    unwinding: Unwinding | None = None  # what unwound its rows' user stacks (made ready for this tally)
 
     def samples(self, idx: I64) -> SampleColumns:
         """Rows ``idx`` as sample columns (``period`` is the row's sum; ``time`` and ``seq`` its
@@ -483,7 +484,8 @@ class _Merge:
     def result(self) -> Tally:
         self._combine()
         return Tally(self.parts[0], self.store.table(), frozenset(self.has), self.plan.state, self.recorded,
-                     damaged_samples=self.damaged, first_time=self.first_time, unwind_warnings=list(self.warnings))
+                     damaged_samples=self.damaged, first_time=self.first_time, unwind_warnings=list(self.warnings),
+                     unwinding=self.plan.unwinding)
 
 
 def _empty_rows() -> Rows:
