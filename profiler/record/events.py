@@ -202,8 +202,14 @@ def tracefs_root(mount: bool = False) -> Path | None:
     from pathlib import Path
 
     for root in map(Path, TRACEFS_ROOTS):
-        if (root / "events").is_dir():
-            return root
+        try:
+            if (root / "events").is_dir():
+                return root
+        except PermissionError:  # mounted, but this user may not look inside (mode 700, as Debian has it)
+            if not mount:
+                return None
+            raise EventError(f"cannot read the tracepoints under {root}: permission denied. Record "
+                             "tracepoints (--off-cpu's sched:sched_switch among them) as root.") from None
     if mount and (_mount("tracefs", TRACEFS_ROOTS[0]) or _mount("debugfs", "/sys/kernel/debug")):
         return tracefs_root()
     return None

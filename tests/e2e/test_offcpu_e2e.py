@@ -332,3 +332,20 @@ def test_wake_ups_name_the_thread_that_ended_each_wait(
     for sleeper in ("pipe_writer", "lock_holder", "wait_timer", "hopper"):
         naps = [(ns, who) for ns, who in woken.get(sleeper, []) if ns >= 5e6]
         assert all(who.startswith("an interrupt") for _, who in naps), woken.get(sleeper)
+
+
+def test_a_user_who_may_not_read_the_tracepoints_gets_one_sentence(profiler_cmd: list[str], tmp_path: Path) -> None:
+    """--off-cpu as an unprivileged user where tracefs is root's alone (mode 700, as Debian mounts
+    it): one sentence and exit 1, not a PermissionError traceback."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv to run the recorder as another user")
+    nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = run([*nobody, "test", "-x", "/sys/kernel/tracing"])
+    if probe.returncode == 0:
+        pytest.skip("this machine's tracefs is open to every user")
+    tmp_path.chmod(0o777)
+    res = run([*nobody, *profiler_cmd, "record", "--off-cpu", "-g", "-o", str(tmp_path / "x.prof"), "--", "true"])
+    assert res.returncode == 1, res.stderr
+    assert "Traceback" not in res.stderr and res.stderr.count("\n") == 1, res.stderr
+    assert "cannot read the tracepoints under" in res.stderr and "permission denied" in res.stderr, res.stderr
