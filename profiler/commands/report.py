@@ -10,8 +10,11 @@ import click
 
 from profiler.commands._common import warn
 from profiler.commands._profile_opts import load_options, profile_options
+from profiler.report.model import OFFCPU_EVENT, WALL_EVENT
 from profiler.report.options import CALLGRAPH_MODES, FORMATS, PERCENTAGES, ReportOptions, parse_sort
 from profiler.report.run import run_report
+
+PSEUDO_EVENTS = (OFFCPU_EVENT, WALL_EVENT)
 
 
 @click.command("report")
@@ -45,8 +48,10 @@ def command(sort: str, children: bool, call_graph: str | None, callchain_thresho
             thread_states: bool, **kwargs: Any) -> None:
     """Print a flat or call-graph profile of a capture."""
     load = load_options(kwargs)
-    if not children and call_graph == "none" and format_ != "folded":
-        # The flat self profile needs only each sample's ip: skip the call chains entirely.
+    if not children and call_graph == "none" and format_ != "folded" and load.filters.event not in PSEUDO_EVENTS:
+        # The flat self profile needs only each sample's ip: skip the call chains entirely. Not
+        # for offcpu/wall: a switch-out's leaf is its chain's (user-space only: record --off-cpu),
+        # while its ip is the scheduler's in every row.
         load = replace(load, callchains=False, inline=False)  # inlined frames change no flat row
     keys = parse_sort(sort)
     if "srcline" in keys:

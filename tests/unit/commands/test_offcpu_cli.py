@@ -116,3 +116,20 @@ def test_a_recorded_off_cpu_capture_reads_the_same_through_every_view(capsys: py
     for tid, (_, runnable, blocked, _) in rows.items():
         ns = sum(folded(capsys, "-i", path, "--event", "offcpu", "--tid", str(tid)).values())
         assert abs(ns / 1e6 - (runnable + blocked)) < 0.01, (tid, ns, runnable, blocked)
+
+
+def test_the_flat_offcpu_view_names_where_threads_waited(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--no-children -g none`` (the flat view that reads no call chains for a recorded event):
+    an off-CPU row's leaf is its user-space chain's first frame, as in the call-graph view, not
+    the sampled ip, which is the scheduler's in every switch-out."""
+    from tests.support.paths import CAPTURES
+
+    path = str(CAPTURES / "offcpu-small.prof")
+    flat = {}
+    for args in ([], ["-g", "none"]):
+        code, out, err = run_main(capsys, "report", "-i", path, "--event", "offcpu", "--no-children",
+                                  "--format", "csv", "--sort", "dso,sym", *args)
+        assert code == 0, err
+        flat[bool(args)] = out
+    assert flat[True] == flat[False]
+    assert "kernel.kallsyms" not in flat[True] and "read" in flat[True], flat[True]
